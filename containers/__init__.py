@@ -1,0 +1,1 @@
+"""Containers: the pool (warm reuse, prewarm, eviction, pausing) and its backends."""

@@ -1,0 +1,132 @@
+"""The contract every container backend fulfils (process, Docker API, simulated).
+
+A backend creates *containers*: isolated action runtimes that speak OpenWhisk's ``/init`` +
+``/run`` protocol on a loopback HTTP port (the simulated backend only pretends). Each
+backend must:
+
+- name and label what it creates with the invoker's ``name_prefix`` so that leftovers of a
+  crashed invoker are found and removed by :meth:`ContainerBackend.remove_leftovers` at
+  start-up and shutdown;
+- enforce the spec's memory limit, and run a call on exactly the cores it is given by
+  :meth:`Container.assign_cores` (one core under the scheduling policies, all action cores
+  under the ``openwhisk`` baseline);
+- give each container its own working directory and ``/tmp``;
+- keep the runtime's stdout/stderr as timestamped lines, so :meth:`Container.read_logs` can
+  return one activation's lines up to the sentinels;
+- never pass the invoker's own environment or credentials to action code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class ContainerError(Exception):
+    """A container could not be created or operated (maps to a whisk error, status 3)."""
+
+
+class ContainerGone(ContainerError):
+    """The runtime died or dropped the connection (maps to a developer error, status 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """What to create. ``kind`` is the resolved runtime kind (``python:3.11``, ``nodejs:20``,
+    ``blackbox``); ``image`` names the image for the Docker backend (and blackbox actions)."""
+
+    name: str
+    kind: str
+    memory_mb: int
+    image: str | None = None
+    cpu_shares: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResult:
+    """An HTTP answer from a runtime's ``/init`` or ``/run``."""
+
+    status: int
+    body: bytes
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of runtime output: ``time`` as ``2024-05-29T16:26:40.590123456Z``."""
+
+    time: str
+    stream: str
+    text: str
+    raw_size: int
+
+
+class Container(Protocol):
+    name: str
+
+    async def init(self, body: bytes, timeout_s: float) -> HttpResult:
+        """POST /init, retrying connection refusals until ``timeout_s`` is used up.
+
+        Raises ``TimeoutError`` past the timeout and :class:`ContainerGone` if the runtime
+        dies or drops the connection."""
+        ...
+
+    async def run(self, body: bytes, timeout_s: float) -> HttpResult:
+        """POST /run once (no retries). Same errors as :meth:`init`."""
+        ...
+
+    async def assign_cores(self, cores: frozenset[int]) -> None:
+        """Restrict the container to these CPU cores for the coming call."""
+        ...
+
+    async def read_logs(
+        self, limit_bytes: int, wait_for_sentinels: bool
+    ) -> tuple[list[LogLine], bool]:
+        """Lines printed since the previous call, up to (excluding) the two sentinel lines.
+
+        Returns ``(lines, complete)``; ``complete`` is False if the sentinels did not appear
+        within the collection timeout. Stops reading once ``limit_bytes`` of raw lines is
+        exceeded (the rest of that activation's output is skipped)."""
+        ...
+
+    async def pause(self) -> None: ...
+
+    async def resume(self) -> None: ...
+
+    async def was_oom_killed(self) -> bool:
+        """Whether the runtime was killed for exceeding its memory limit."""
+        ...
+
+    async def destroy(self) -> None:
+        """Remove the container; idempotent, never raises."""
+        ...
+
+
+class ContainerBackend(Protocol):
+    name: str
+
+    def supports(self, kind: str) -> bool:
+        """Whether this backend can run actions of this resolved kind."""
+        ...
+
+    async def start(self) -> None:
+        """Prepare the backend (connect to the engine, start helper processes)."""
+        ...
+
+    async def create(self, spec: ContainerSpec) -> Container:
+        """Create and start a container; the runtime may still be booting (``init`` retries).
+
+        Raises :class:`ContainerError` when resources cannot be provisioned and ``ValueError``
+        for a kind this backend cannot run."""
+        ...
+
+    async def remove_leftovers(self) -> int:
+        """Remove every container carrying this invoker's prefix; returns how many."""
+        ...
+
+    async def close(self) -> None:
+        """Destroy what is left and release the backend; idempotent."""
+        ...

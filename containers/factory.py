@@ -1,0 +1,21 @@
+"""Choosing the container backend from configuration (the composition root's one switch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from containers.backend import ContainerBackend
+
+
+def make_backend(
+    kind: str, *, state_dir: str | Path, name_prefix: str, docker_host: str | None = None
+) -> ContainerBackend:
+    if kind == "process":
+        from containers.process import ProcessBackend
+
+        return ProcessBackend(state_dir=Path(state_dir) / "containers", name_prefix=name_prefix)
+    if kind == "docker":
+        from containers.docker import DockerBackend
+
+        return DockerBackend(docker_host=docker_host, name_prefix=name_prefix)
+    raise ValueError(f"unknown container backend {kind!r}: choose process or docker")

@@ -1,0 +1,113 @@
+"""The runtime manifest: which kinds exist, their defaults, and the image for each.
+
+Mirrors the stock ``runtimes.json`` (``openwhisk/action-python-v3.11`` ...). Images can be
+overridden per kind by configuration (``--runtime-image KIND=IMAGE``) or replaced wholesale
+by a ``runtimes.json`` file in the stock format (``RUNTIMES_MANIFEST``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    kind: str
+    family: str  # "python", "nodejs", ...
+    image: str
+    default: bool = False
+    sentinelled_logs: bool = True
+    stem_cells: tuple[tuple[int, int], ...] = ()  # (initial count, memory MB)
+
+
+_STOCK: tuple[Runtime, ...] = (
+    Runtime("nodejs:18", "nodejs", "openwhisk/action-nodejs-v18:nightly"),
+    Runtime(
+        "nodejs:20",
+        "nodejs",
+        "openwhisk/action-nodejs-v20:nightly",
+        default=True,
+        stem_cells=((2, 256),),
+    ),
+    Runtime("python:3", "python", "openwhisk/action-python-v3.11:nightly"),
+    Runtime("python:3.9", "python", "openwhisk/action-python-v3.9:nightly"),
+    Runtime("python:3.10", "python", "openwhisk/action-python-v3.10:nightly"),
+    Runtime("python:3.11", "python", "openwhisk/action-python-v3.11:nightly", default=True),
+    Runtime("python:3.12", "python", "openwhisk/action-python-v3.12:nightly"),
+)
+
+BLACKBOX = "blackbox"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    runtimes: dict[str, Runtime] = field(default_factory=lambda: {r.kind: r for r in _STOCK})
+
+    @property
+    def defaults(self) -> dict[str, str]:
+        """family -> default kind, used to resolve ``<family>:default``."""
+        return {r.family: r.kind for r in self.runtimes.values() if r.default}
+
+    def runtime(self, kind: str) -> Runtime | None:
+        return self.runtimes.get(kind)
+
+    def family(self, kind: str) -> str | None:
+        if kind == BLACKBOX:
+            return BLACKBOX
+        r = self.runtimes.get(kind)
+        return r.family if r else None
+
+    def image(self, kind: str) -> str:
+        r = self.runtimes.get(kind)
+        if r is None:
+            raise ValueError(f"kind {kind!r} is not in the runtime manifest")
+        return r.image
+
+    def with_images(self, overrides: dict[str, str]) -> Manifest:
+        runtimes = dict(self.runtimes)
+        for kind, image in overrides.items():
+            base = runtimes.get(kind)
+            if base is None:
+                raise ValueError(f"cannot override the image of unknown kind {kind!r}")
+            runtimes[kind] = Runtime(
+                base.kind, base.family, image, base.default, base.sentinelled_logs, base.stem_cells
+            )
+        return Manifest(runtimes)
+
+    @classmethod
+    def from_stock_json(cls, data: dict[str, Any]) -> Manifest:
+        """Read the stock ``runtimes.json`` format."""
+        runtimes: dict[str, Runtime] = {}
+        for family, entries in data.get("runtimes", {}).items():
+            for e in entries:
+                img = e["image"]
+                name = "/".join(p for p in (img.get("prefix"), img["name"]) if p)
+                tag = img.get("tag")
+                cells = tuple(
+                    (int(c.get("initialCount", c.get("count", 0))), _memory_mb(c["memory"]))
+                    for c in e.get("stemCells", [])
+                )
+                runtimes[e["kind"]] = Runtime(
+                    e["kind"],
+                    family,
+                    f"{name}:{tag}" if tag else name,
+                    bool(e.get("default")),
+                    bool(e.get("sentinelledLogs", True)),
+                    cells,
+                )
+        return cls(runtimes)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Manifest:
+        return cls.from_stock_json(json.loads(Path(path).read_text()))
+
+
+def _memory_mb(text: str) -> int:
+    value, _, unit = text.strip().partition(" ")
+    factor = {"MB": 1, "M": 1, "GB": 1024, "G": 1024}.get(unit.strip().upper() or "MB")
+    if factor is None:
+        raise ValueError(f"bad memory size {text!r}")
+    return int(value) * factor

@@ -1,0 +1,91 @@
+"""Where a call runs: pure placement over the pool's slots (spec section 4.3).
+
+Order: a warm idle container of the same invoking namespace and action revision; a
+prewarmed container of the same kind and memory; a new container if memory allows; a new
+container after evicting idle warm containers (least recently used first, never prewarmed
+or busy ones); otherwise nothing (the call waits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+
+class WarmKey(NamedTuple):
+    """What makes a warm container reusable: same invoking namespace, same action revision."""
+
+    namespace: str
+    docid: str
+    revision: str | None
+
+
+class SlotState(Enum):
+    STARTING = "starting"  # being created (cold or prewarm)
+    PREWARM = "prewarm"  # runtime started, no action initialised
+    IDLE = "idle"  # warm, initialised, no call running
+    PAUSED = "paused"  # warm and idle, paused to free the CPU
+    BUSY = "busy"  # running a call
+
+
+@dataclass(slots=True)
+class SlotView:
+    """What placement needs to know about one container."""
+
+    kind: str
+    memory_mb: int
+    state: SlotState
+    key: WarmKey | None
+    last_used: float
+
+
+class How(Enum):
+    WARM = "warm"
+    PREWARM = "prewarm"
+    COLD = "cold"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    how: How
+    slot: int | None  # the container to use (None for a new one)
+    evict: tuple[int, ...] = ()
+
+
+def used_memory(slots: Iterable[SlotView]) -> int:
+    return sum(s.memory_mb for s in slots)
+
+
+def place(
+    slots: Mapping[int, SlotView], key: WarmKey, kind: str, memory_mb: int, user_memory_mb: int
+) -> Placement | None:
+    """Choose a container for a call, or None if it must wait for memory to free up."""
+    warm = [
+        (s.last_used, sid)
+        for sid, s in slots.items()
+        if s.key == key and s.state in (SlotState.IDLE, SlotState.PAUSED)
+    ]
+    if warm:
+        # Prefer an unpaused container, then the most recently used one.
+        best = max(warm, key=lambda t: (slots[t[1]].state is SlotState.IDLE, t[0], -t[1]))
+        return Placement(How.WARM, best[1])
+    for sid, s in sorted(slots.items()):
+        if s.state is SlotState.PREWARM and s.kind == kind and s.memory_mb == memory_mb:
+            return Placement(How.PREWARM, sid)
+    free = user_memory_mb - used_memory(slots.values())
+    if memory_mb <= free:
+        return Placement(How.COLD, None)
+    victims: list[int] = []
+    idle = sorted(
+        (s.last_used, sid)
+        for sid, s in slots.items()
+        if s.state in (SlotState.IDLE, SlotState.PAUSED)
+    )
+    for _, sid in idle:
+        victims.append(sid)
+        free += slots[sid].memory_mb
+        if memory_mb <= free:
+            return Placement(How.COLD, None, tuple(victims))
+    return None

@@ -1,0 +1,282 @@
+"""The container pool: owns every container of the node and applies :mod:`placement`.
+
+Reservation is synchronous (so the dispatcher decides atomically), the slow work — creating,
+resuming, destroying — is awaited by the caller of :meth:`ContainerPool.prepare`. A janitor
+pauses containers idle for ``pause_grace_s`` and removes those idle for ``idle_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from containers.backend import Container, ContainerBackend, ContainerError, ContainerSpec
+from containers.placement import How, SlotState, SlotView, WarmKey, place, used_memory
+from invoker.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Slot:
+    id: int
+    kind: str
+    memory_mb: int
+    state: SlotState
+    key: WarmKey | None = None
+    last_used: float = 0.0
+    container: Container | None = None
+    initialized: bool = False
+    ready: asyncio.Future[None] | None = None  # resolved when a STARTING prewarm is up
+    paused: bool = False  # the backend's state, which may lag ``state`` while pausing
+    pausing: asyncio.Task[None] | None = None
+
+    def view(self) -> SlotView:
+        return SlotView(self.kind, self.memory_mb, self.state, self.key, self.last_used)
+
+
+@dataclass(frozen=True, slots=True)
+class StemCell:
+    kind: str
+    memory_mb: int
+    count: int
+
+
+@dataclass(slots=True)
+class Lease:
+    """A reserved slot; ``how`` says whether it is warm, prewarmed or to be created."""
+
+    slot: Slot
+    how: How
+    evict: list[Slot] = field(default_factory=list)
+
+
+def _clean(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "", s)
+
+
+class ContainerPool:
+    def __init__(
+        self,
+        backend: ContainerBackend,
+        *,
+        user_memory_mb: int,
+        clock: Clock,
+        name_prefix: str,
+        container_env: dict[str, str] | None = None,
+        image_for: Callable[[str], str | None] = lambda kind: None,
+        cpu_shares: Callable[[int], int | None] = lambda memory_mb: None,
+        stem_cells: tuple[StemCell, ...] = (),
+        pause_grace_s: float = 10.0,
+        idle_timeout_s: float = 600.0,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.backend = backend
+        self.user_memory_mb = user_memory_mb
+        self.clock = clock
+        self.name_prefix = name_prefix
+        self.container_env = container_env or {}
+        self.image_for = image_for
+        self.cpu_shares = cpu_shares
+        self.stem_cells = stem_cells
+        self.pause_grace_s = pause_grace_s
+        self.idle_timeout_s = idle_timeout_s
+        self.on_change = on_change  # called whenever capacity may have freed up
+        self.slots: dict[int, Slot] = {}
+        self._ids = itertools.count(1)
+        self._names = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._janitor: asyncio.Task[None] | None = None
+        self.cold_starts = 0
+        self.warm_starts = 0
+        self.prewarm_starts = 0
+        self.evictions = 0
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        removed = await self.backend.remove_leftovers()
+        if removed:
+            log.info("removed %d leftover containers of a previous run", removed)
+        for cell in self.stem_cells:
+            for _ in range(cell.count):
+                self._start_prewarm(cell)
+        self._janitor = asyncio.create_task(self._janitor_loop(), name="pool-janitor")
+
+    async def close(self) -> None:
+        if self._janitor is not None:
+            self._janitor.cancel()
+            await asyncio.gather(self._janitor, return_exceptions=True)
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(
+            *(s.container.destroy() for s in self.slots.values() if s.container is not None),
+            return_exceptions=True,
+        )
+        self.slots.clear()
+        await self.backend.remove_leftovers()
+
+    # -- accounting --
+
+    @property
+    def used_memory_mb(self) -> int:
+        return used_memory(s.view() for s in self.slots.values())
+
+    def count(self, state: SlotState) -> int:
+        return sum(1 for s in self.slots.values() if s.state is state)
+
+    def fits(self, memory_mb: int) -> bool:
+        """Whether a container of this size could ever be placed."""
+        return memory_mb <= self.user_memory_mb
+
+    # -- reservation (synchronous) and preparation (awaited) --
+
+    def reserve(self, key: WarmKey, kind: str, memory_mb: int) -> Lease | None:
+        views = {sid: s.view() for sid, s in self.slots.items()}
+        p = place(views, key, kind, memory_mb, self.user_memory_mb)
+        if p is None:
+            return None
+        victims = [self.slots.pop(sid) for sid in p.evict]
+        if p.slot is not None:
+            slot = self.slots[p.slot]
+        else:
+            slot = Slot(next(self._ids), kind, memory_mb, SlotState.STARTING)
+            self.slots[slot.id] = slot
+        slot.state = SlotState.BUSY
+        slot.key = key
+        slot.last_used = self.clock.now()
+        if p.how is How.PREWARM:
+            self.prewarm_starts += 1
+            self._refill(kind, memory_mb)
+        elif p.how is How.COLD:
+            self.cold_starts += 1
+        else:
+            self.warm_starts += 1
+        self.evictions += len(victims)
+        return Lease(slot, p.how, victims)
+
+    async def prepare(self, lease: Lease, namespace: str, action_name: str) -> Container:
+        """Make the leased container ready: destroy victims, create or resume it."""
+        for victim in lease.evict:
+            self._spawn(self._destroy(victim))
+        slot = lease.slot
+        if slot.container is None and slot.ready is not None:
+            await slot.ready  # a prewarm still starting
+        if slot.container is None:
+            name = self._name(f"{_clean(namespace)}_{_clean(action_name)}")
+            slot.container = await self._create(slot, name)
+        if slot.pausing is not None:
+            await slot.pausing
+        if slot.paused:
+            await slot.container.resume()
+            slot.paused = False
+        return slot.container
+
+    def release(self, lease: Lease, healthy: bool) -> None:
+        """Return the container: back to idle, or destroyed after a developer/whisk error."""
+        slot = lease.slot
+        if healthy and slot.container is not None:
+            slot.state = SlotState.IDLE
+            slot.last_used = self.clock.now()
+        else:
+            self.slots.pop(slot.id, None)
+            self._spawn(self._destroy(slot))
+        self.on_change()
+
+    def mark_initialized(self, lease: Lease) -> None:
+        lease.slot.initialized = True
+
+    # -- internals --
+
+    def _name(self, suffix: str) -> str:
+        return f"{self.name_prefix}_{next(self._names)}_{suffix}"
+
+    async def _create(self, slot: Slot, name: str) -> Container:
+        spec = ContainerSpec(
+            name=name,
+            kind=slot.kind,
+            memory_mb=slot.memory_mb,
+            image=self.image_for(slot.kind),
+            cpu_shares=self.cpu_shares(slot.memory_mb),
+            env=self.container_env,
+        )
+        try:
+            return await self.backend.create(spec)
+        except BaseException:
+            self.slots.pop(slot.id, None)
+            self.on_change()
+            raise
+
+    def _start_prewarm(self, cell: StemCell) -> None:
+        if cell.memory_mb > self.user_memory_mb - self.used_memory_mb:
+            return
+        slot = Slot(next(self._ids), cell.kind, cell.memory_mb, SlotState.STARTING)
+        slot.ready = asyncio.get_running_loop().create_future()
+        self.slots[slot.id] = slot
+        name = self._name(f"prewarm_{_clean(cell.kind)}")
+
+        async def boot() -> None:
+            try:
+                slot.container = await self._create(slot, name)
+                if slot.state is SlotState.STARTING:
+                    slot.state = SlotState.PREWARM
+                    slot.last_used = self.clock.now()
+            except (ContainerError, ValueError) as e:
+                log.warning("prewarm %s failed: %s", name, e)
+            finally:
+                if not slot.ready.done():
+                    slot.ready.set_result(None)
+                self.on_change()
+
+        self._spawn(boot())
+
+    def _refill(self, kind: str, memory_mb: int) -> None:
+        for cell in self.stem_cells:
+            if cell.kind == kind and cell.memory_mb == memory_mb:
+                self._start_prewarm(cell)
+
+    async def _destroy(self, slot: Slot) -> None:
+        if slot.ready is not None and not slot.ready.done():
+            await asyncio.shield(slot.ready)
+        if slot.container is not None:
+            await slot.container.destroy()
+            slot.container = None
+        self.on_change()
+
+    def _spawn(self, coro) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _janitor_loop(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.pause_grace_s))
+            now = self.clock.now()
+            for slot in list(self.slots.values()):
+                idle_for = now - slot.last_used
+                idle = slot.state in (SlotState.IDLE, SlotState.PAUSED)
+                if idle and idle_for >= self.idle_timeout_s:
+                    self.slots.pop(slot.id, None)
+                    self._spawn(self._destroy(slot))
+                elif slot.state is SlotState.IDLE and idle_for >= self.pause_grace_s:
+                    slot.state = SlotState.PAUSED
+                    slot.pausing = self._spawn(self._pause(slot))
+
+    async def _pause(self, slot: Slot) -> None:
+        try:
+            if slot.container is not None:
+                await slot.container.pause()
+                slot.paused = True
+        except ContainerError as e:
+            log.warning("pausing %s failed (%s); removing it", slot.container.name, e)
+            if self.slots.get(slot.id) is slot and slot.state is SlotState.PAUSED:
+                self.slots.pop(slot.id)
+                self._spawn(self._destroy(slot))
+        finally:
+            slot.pausing = None

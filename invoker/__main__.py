@@ -1,0 +1,5 @@
+import sys
+
+from invoker.cli import main
+
+sys.exit(main())

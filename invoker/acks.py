@@ -1,0 +1,87 @@
+"""Acknowledgements to ``completed<C>``: every parsed activation gets at least one.
+
+A record too large for the topic is re-sent shrunk (the activation id instead of the
+record; the controller then reads the record from the database). While the bus is
+unreachable sends are retried with back-off, so an ack is never dropped; the caller's
+activation stays unfinished (its offset uncommitted) until the ack is out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from invoker.bus import MessageTooLarge, Producer
+from invoker.protocol import combined_ack, completion_ack, dumps, result_ack
+
+log = logging.getLogger(__name__)
+
+
+class AckSender:
+    def __init__(
+        self,
+        producer: Producer,
+        instance: dict[str, Any],
+        topic_prefix: str = "",
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self.producer = producer
+        self.instance = instance
+        self.topic_prefix = topic_prefix
+        self.max_backoff_s = max_backoff_s
+        self.sent = 0
+        self.shrunk = 0
+
+    def topic(self, controller: str) -> str:
+        return f"{self.topic_prefix}completed{controller}"
+
+    async def _send(
+        self, controller: str, ack: dict[str, Any], shrink: dict[str, Any] | None
+    ) -> None:
+        topic = self.topic(controller)
+        value = dumps(ack)
+        backoff = 0.1
+        while True:
+            try:
+                await self.producer.send(topic, value)
+                self.sent += 1
+                return
+            except MessageTooLarge:
+                if shrink is None:
+                    raise
+                log.info("ack of %d bytes too large for %s; sending it shrunk", len(value), topic)
+                value, shrink = dumps(shrink), None
+                self.shrunk += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the bus is away: keep the ack, retry
+                log.warning("ack to %s failed (%s); retrying in %.1fs", topic, e, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+
+    async def result(self, controller: str, transid: Any, record: dict[str, Any]) -> None:
+        """ResultMessage for a blocking caller (logs still being collected)."""
+        aid = record["activationId"]
+        await self._send(controller, result_ack(transid, record), result_ack(transid, aid))
+
+    async def completion(
+        self, controller: str, transid: Any, activation_id: str, system_error: bool
+    ) -> None:
+        await self._send(
+            controller, completion_ack(transid, activation_id, system_error, self.instance), None
+        )
+
+    async def combined(
+        self,
+        controller: str,
+        transid: Any,
+        record: dict[str, Any],
+        system_error: bool,
+        shrunk: bool = False,
+    ) -> None:
+        """Result and completion in one message; ``shrunk`` sends only the activation id."""
+        aid = record["activationId"]
+        small = combined_ack(transid, aid, system_error, self.instance)
+        full = small if shrunk else combined_ack(transid, record, system_error, self.instance)
+        await self._send(controller, full, None if shrunk else small)

@@ -1,0 +1,276 @@
+"""Running one activation in a leased container and answering for it.
+
+Order (spec 4.7): ``/init`` if the container is new, ``/run``, the result ack for a blocking
+caller at once, logs up to the sentinels, then the completion ack and the stored record.
+Each failure maps to the spec's status code; a developer or whisk error destroys the
+container. Every path ends with an ack, so the controller never waits for the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from containers.backend import Container, ContainerError, ContainerGone, HttpResult
+from containers.pool import ContainerPool, Lease
+from invoker.acks import AckSender
+from invoker.clock import Clock
+from invoker.metrics import InvokerMetrics
+from invoker.protocol import (
+    Action,
+    ActivationMessage,
+    ActivationResponse,
+    Partial,
+    StatusCode,
+    activation_document,
+    activation_record,
+    dumps,
+    fallback_record,
+)
+from invoker.protocol.logs import LogCollector, iso_time
+from invoker.protocol.runtime import (
+    INIT_EXITED,
+    MEMORY_EXHAUSTED,
+    PROVISION_FAILED,
+    RUN_EXITED,
+    init_body,
+    interpret_init,
+    interpret_run,
+    run_body,
+    timeout_message,
+)
+from invoker.records import RecordWriter
+
+log = logging.getLogger(__name__)
+MIB = 1024 * 1024
+
+
+@dataclass(slots=True)
+class Job:
+    """A received activation with its action resolved, waiting for or holding a core."""
+
+    msg: ActivationMessage
+    action: Action
+    partition: int
+    offset: int
+    received: float  # clock.now() at receipt
+    max_payload: int = MIB
+    platform_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Outcome:
+    response: ActivationResponse
+    run_s: float | None  # processing time of /run, for E[p] (None if it never ran)
+    healthy: bool  # whether the container may be reused
+
+
+class ActivationRunner:
+    def __init__(
+        self,
+        pool: ContainerPool,
+        acks: AckSender,
+        records: RecordWriter,
+        clock: Clock,
+        metrics: InvokerMetrics,
+        sentinelled: Any = lambda kind: True,
+    ) -> None:
+        self.pool = pool
+        self.acks = acks
+        self.records = records
+        self.clock = clock
+        self.metrics = metrics
+        self.sentinelled = sentinelled
+
+    async def run(self, job: Job, lease: Lease, cores: frozenset[int]) -> Outcome:
+        """Run the job in the leased container; acks and the record are sent by ``answer``."""
+        msg, action = job.msg, job.action
+        timeout_s = action.limits.timeout_ms / 1000
+        start_ms = self.clock.epoch_ms()
+        init_ms: int | None = None
+        t_start = self.clock.now()
+        self.metrics.starts.labels(lease.how.value).inc()
+        try:
+            container = await self.pool.prepare(lease, msg.user.namespace, action.name)
+        except (ContainerError, ValueError) as e:
+            log.error("activation %s: no container: %s", msg.activation_id, e)
+            if isinstance(e, ContainerError):
+                response = ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
+            else:  # a kind this backend cannot run: the action's problem, not the node's
+                response = ActivationResponse.error(StatusCode.DEVELOPER_ERROR, str(e))
+            await self.answer_unrun(job, response)
+            return Outcome(response, None, healthy=False)
+        self.metrics.wait.observe(max(0.0, self.clock.now() - job.received))
+        wait_ms = self.clock.epoch_ms() - int(msg.transaction_start_ms)
+        await container.assign_cores(cores)
+        response: ActivationResponse | None = None
+        timed_out = False
+        if not lease.slot.initialized:
+            t0 = self.clock.now()
+            start_ms = self.clock.epoch_ms()
+            deadline = start_ms + action.limits.timeout_ms
+            body = init_body(msg, action, deadline, job.platform_env)
+            response, timed_out = await self._call(
+                container, "init", dumps(body), timeout_s, during_init=True
+            )
+            init_ms = round((self.clock.now() - t0) * 1000)
+            if response is None:
+                self.pool.mark_initialized(lease)
+        run_s: float | None = None
+        if response is None:
+            run_start_ms = self.clock.epoch_ms()
+            if init_ms is None:
+                start_ms = run_start_ms
+            t0 = self.clock.now()
+            deadline = run_start_ms + action.limits.timeout_ms
+            result, timed_out = await self._call(
+                container,
+                "run",
+                dumps(run_body(msg, action, deadline)),
+                timeout_s,
+                max_payload=job.max_payload,
+            )
+            run_s = self.clock.now() - t0
+            self.metrics.duration.observe(run_s)
+            response = result
+        end_ms = self.clock.epoch_ms()
+        record = activation_record(
+            msg,
+            action,
+            start_ms=start_ms,
+            end_ms=end_ms,
+            response=response,
+            logs=[],
+            init_time_ms=init_ms,
+            wait_time_ms=max(0, wait_ms),
+            timed_out=timed_out,
+        )
+        developer_error = response.status_code >= StatusCode.DEVELOPER_ERROR
+        logs_bytes = action.limits.logs_mb * MIB
+        result_sent: asyncio.Task[None] | None = None
+        if msg.blocking and logs_bytes > 0:
+            result_sent = asyncio.create_task(self.acks.result(msg.controller, msg.transid, record))
+        healthy = not developer_error
+        if logs_bytes > 0:
+            lines, ok = await self._logs(container, action, logs_bytes, developer_error)
+            record["logs"] = lines
+            healthy = healthy and ok
+        overhead = self.clock.now() - t_start - (run_s or 0.0) - (init_ms or 0) / 1000
+        self.metrics.overhead.observe(max(0.0, overhead))
+        await self._finish(job, record, response, result_sent)
+        return Outcome(response, run_s, healthy)
+
+    async def _call(
+        self,
+        container: Container,
+        what: str,
+        body: bytes,
+        timeout_s: float,
+        *,
+        during_init: bool = False,
+        max_payload: int = MIB,
+    ) -> tuple[ActivationResponse | None, bool]:
+        """POST /init or /run; returns (error-or-result, timed_out). For /init, None = ok."""
+        try:
+            if during_init:
+                answer: HttpResult = await container.init(body, timeout_s)
+                return interpret_init(answer.status, answer.body), False
+            answer = await container.run(body, timeout_s)
+            return interpret_run(answer.status, answer.body, max_payload), False
+        except TimeoutError:
+            ms = int(timeout_s * 1000)
+            return ActivationResponse.error(
+                StatusCode.DEVELOPER_ERROR, timeout_message(ms, during_init)
+            ), True
+        except ContainerGone:
+            oom = await container.was_oom_killed()
+            message = MEMORY_EXHAUSTED if oom else (INIT_EXITED if during_init else RUN_EXITED)
+            return ActivationResponse.error(StatusCode.DEVELOPER_ERROR, message), False
+        except ContainerError as e:
+            log.error("container %s failed during %s: %s", container.name, what, e)
+            return ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED), False
+
+    async def _logs(
+        self, container: Container, action: Action, limit: int, developer_error: bool
+    ) -> tuple[list[str], bool]:
+        collector = LogCollector(limit)
+        ok = True
+        try:
+            lines, complete = await container.read_logs(
+                limit, wait_for_sentinels=self.sentinelled(action.kind) and not developer_error
+            )
+            for line in lines:
+                collector.add(line.time, line.stream, line.text, line.raw_size)
+            if sum(line.raw_size for line in lines) > limit:
+                collector.truncated = True
+            ok = complete or developer_error
+        except (ContainerError, OSError) as e:
+            log.warning("log collection from %s failed: %s", container.name, e)
+            ok = False
+        now = iso_time(self.clock.epoch_ms() * 1_000_000)
+        return collector.finish(now, developer_error=developer_error, failed=not ok), ok
+
+    async def _finish(
+        self,
+        job: Job,
+        record: dict[str, Any],
+        response: ActivationResponse,
+        result_sent: asyncio.Task[None] | None,
+    ) -> None:
+        msg = job.msg
+        system_error = response.is_system_error
+        if result_sent is not None:
+            await result_sent
+            ack = self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
+        elif msg.blocking:
+            ack = self.acks.combined(msg.controller, msg.transid, record, system_error)
+        else:
+            ack = self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
+        await asyncio.gather(ack, self._store(msg, record))
+        self.metrics.activations.labels(response.status_code.status).inc()
+
+    async def _store(self, msg: ActivationMessage | None, record: dict[str, Any]) -> None:
+        if msg is not None and msg.user.limits.get("storeActivations") is False:
+            return
+        await self.records.write(activation_document(record, self.clock.epoch_ms()))
+
+    async def answer_unrun(self, job: Job, response: ActivationResponse) -> None:
+        """Answer a resolved activation that could not run (no container, limits): a record
+        with the action's annotations, a combined ack (shrunk unless blocking)."""
+        now = self.clock.epoch_ms()
+        record = activation_record(
+            job.msg,
+            job.action,
+            start_ms=now,
+            end_ms=now,
+            response=response,
+            logs=[],
+            init_time_ms=None,
+            wait_time_ms=max(0, now - job.msg.transaction_start_ms),
+            timed_out=False,
+        )
+        await self.answer_fallback(job.msg.partial(), record, job.msg)
+
+    async def answer_fallback(
+        self, partial: Partial, record: dict[str, Any], msg: ActivationMessage | None = None
+    ) -> None:
+        """Answer an activation that never ran: combined ack (shrunk unless blocking) + record."""
+        system_error = record["response"]["statusCode"] == StatusCode.WHISK_ERROR
+        assert partial.controller is not None
+        await asyncio.gather(
+            self.acks.combined(
+                partial.controller,
+                partial.transid,
+                record,
+                system_error,
+                shrunk=not partial.blocking,
+            ),
+            self._store(msg, record),
+        )
+        code = StatusCode(record["response"]["statusCode"])
+        self.metrics.activations.labels(code.status).inc()
+
+    def fallback(self, partial: Partial, code: StatusCode, message: str) -> dict[str, Any]:
+        return fallback_record(partial, code, message, self.clock.epoch_ms())

@@ -1,0 +1,88 @@
+"""The invoker's HTTP server (spec 4.6): ``/ping`` and ``/metrics`` open; ``/enable``,
+``/disable``, ``/isEnabled`` and ``/status`` behind basic auth."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from invoker.service import Invoker
+
+CONTENT_TYPE_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _authorized(request: web.Request, user: str, password: str) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        given = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        return False
+    return hmac.compare_digest(given, f"{user}:{password}".encode())
+
+
+def admin_app(invoker: Invoker) -> web.Application:
+    cfg = invoker.config
+    name = invoker.instance.label
+
+    @web.middleware
+    async def auth(request: web.Request, handler):
+        if request.path not in ("/ping", "/metrics") and not _authorized(
+            request, cfg.admin_user, cfg.admin_password
+        ):
+            return web.Response(
+                status=401,
+                text="Unauthorized",
+                headers={"WWW-Authenticate": 'Basic realm="invoker"'},
+            )
+        return await handler(request)
+
+    async def ping(_: web.Request) -> web.Response:
+        return web.Response(text="pong")
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(
+            body=invoker.metrics.render(),
+            content_type=None,
+            headers={"Content-Type": CONTENT_TYPE_PROMETHEUS},
+        )
+
+    async def enable(_: web.Request) -> web.Response:
+        changed = await invoker.set_enabled(True)
+        return web.Response(text=f"{name} is {'now' if changed else 'already'} enabled.")
+
+    async def disable(_: web.Request) -> web.Response:
+        changed = await invoker.set_enabled(False)
+        return web.Response(text=f"{name} is {'now' if changed else 'already'} disabled.")
+
+    async def is_enabled(_: web.Request) -> web.Response:
+        return web.json_response({"enabled": invoker.enabled})
+
+    async def status(_: web.Request) -> web.Response:
+        return web.json_response(invoker.status())
+
+    app = web.Application(middlewares=[auth])
+    app.add_routes(
+        [
+            web.get("/ping", ping),
+            web.get("/metrics", metrics),
+            web.post("/enable", enable),
+            web.post("/disable", disable),
+            web.get("/isEnabled", is_enabled),
+            web.get("/status", status),
+        ]
+    )
+    return app
+
+
+async def serve_admin(invoker: Invoker, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(admin_app(invoker), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -1,0 +1,80 @@
+"""Prometheus metrics of one invoker, in a registry of its own (several invokers can live in
+one process, as in the embedded mode and the tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+)
+
+
+class InvokerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.activations = Counter(
+            "invoker_activations", "Activations finished, by status", ["status"], registry=r
+        )
+        self.starts = Counter(
+            "invoker_container_starts",
+            "Container starts by kind (cold, warm, prewarm)",
+            ["start"],
+            registry=r,
+        )
+        self.bad_messages = Counter(
+            "invoker_bad_messages", "Messages that could not be parsed", registry=r
+        )
+        self.duration = Histogram(
+            "invoker_activation_run_seconds",
+            "Time spent in /run",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.wait = Histogram(
+            "invoker_activation_wait_seconds",
+            "Time from receipt to /init or /run",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.overhead = Histogram(
+            "invoker_added_latency_seconds",
+            "Invoker's own time per call: receipt to ack minus /init and /run",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_length = Gauge("invoker_queue_length", "Calls waiting for a core", registry=r)
+        self.running = Gauge("invoker_running_calls", "Calls running now", registry=r)
+        self.pending = Gauge(
+            "invoker_pending_activations", "Received and not yet finished", registry=r
+        )
+        self.containers = Gauge("invoker_containers", "Containers by state", ["state"], registry=r)
+        self.spooled = Gauge(
+            "invoker_spooled_records", "Records waiting on disk for the database", registry=r
+        )
+        self.enabled = Gauge("invoker_enabled", "1 while the invoker takes work", registry=r)
+
+    def gauge_callback(self, gauge: Gauge, fn: Callable[[], float]) -> None:
+        gauge.set_function(fn)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,51 @@
+"""Which offsets may be committed: never past an activation that is not finished.
+
+Commit position = the lowest offset still in flight, or one past the highest offset seen
+when nothing is in flight. A crash then re-delivers every unfinished activation (and
+possibly some finished ones, which the invoker de-duplicates by activation id).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+
+class OffsetTracker:
+    def __init__(self) -> None:
+        self._in_flight: dict[int, list[int]] = {}  # partition -> heap of offsets
+        self._done: dict[int, set[int]] = {}  # finished offsets still above the heap's head
+        self._next: dict[int, int] = {}  # partition -> one past the highest offset seen
+        self._committed: dict[int, int] = {}
+
+    def received(self, partition: int, offset: int) -> None:
+        heapq.heappush(self._in_flight.setdefault(partition, []), offset)
+        self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+
+    def finished(self, partition: int, offset: int) -> None:
+        heap = self._in_flight[partition]
+        done = self._done.setdefault(partition, set())
+        done.add(offset)
+        while heap and heap[0] in done:
+            done.discard(heapq.heappop(heap))
+
+    @property
+    def in_flight(self) -> int:
+        return sum(len(h) - len(self._done.get(p, ())) for p, h in self._in_flight.items())
+
+    def committable(self) -> dict[int, int]:
+        """``partition -> offset`` positions that advanced since the last :meth:`committed`."""
+        out = {}
+        for p, nxt in self._next.items():
+            heap = self._in_flight.get(p)
+            position = heap[0] if heap else nxt
+            if position > self._committed.get(p, -1):
+                out[p] = position
+        return out
+
+    def committed(self, positions: dict[int, int]) -> None:
+        for p, o in positions.items():
+            self._committed[p] = max(self._committed.get(p, -1), o)
+
+    def reset(self) -> None:
+        """Forget everything (after a partition reassignment the broker's offsets rule)."""
+        self.__init__()

@@ -1,0 +1,187 @@
+"""Writing activation records: batched, and kept on disk while the database is away.
+
+``write`` returns once a record is durable — in the database, or appended (fsync'd) to the
+local spool. The spool is replayed in order when the database answers again and is bounded:
+when it is full, ``write`` waits, which holds the activation's offset uncommitted and, through
+the feed's pending limit, pauses consumption. A 409 conflict means the record is already
+stored (a re-delivered activation) and counts as written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from invoker.clock import Clock
+from invoker.protocol.json import dumps, loads
+from invoker.store import Store, StoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class RecordWriter:
+    def __init__(
+        self,
+        store: Store,
+        db: str,
+        spool_dir: str | Path,
+        clock: Clock,
+        spool_limit_bytes: int = 512 * 1024 * 1024,
+        batch_max: int = 256,
+        retry_s: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.db = db
+        self.clock = clock
+        self.spool_path = Path(spool_dir) / f"{db}.spool.jsonl"
+        self.spool_limit_bytes = spool_limit_bytes
+        self.batch_max = batch_max
+        self.retry_s = retry_s
+        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[None]]] = asyncio.Queue()
+        self._spooled_ids: set[str] = set()
+        self._spool_bytes = 0
+        self._down_until = float("-inf")
+        self._task: asyncio.Task[None] | None = None
+        self._space = asyncio.Event()
+        self.written = 0
+        self.spooled = 0
+
+    @property
+    def spooled_now(self) -> int:
+        return len(self._spooled_ids)
+
+    def is_spooled(self, docid: str) -> bool:
+        return docid in self._spooled_ids
+
+    async def start(self) -> None:
+        self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.spool_path.exists():
+            for doc in self._read_spool():
+                self._spooled_ids.add(doc["_id"])
+            self._spool_bytes = self.spool_path.stat().st_size
+            if self._spooled_ids:
+                log.info("%d activation records wait in the spool", len(self._spooled_ids))
+        self._task = asyncio.create_task(self._run(), name="record-writer")
+
+    async def write(self, doc: dict[str, Any]) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._queue.put((doc, fut))
+        await fut
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Flush what is queued (to the database or the spool), then stop."""
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._queue.join()
+        except TimeoutError:
+            log.warning("record writer closed with %d records unflushed", self._queue.qsize())
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+
+    # -- internals --
+
+    async def _run(self) -> None:
+        while True:
+            if self._spooled_ids:
+                try:
+                    first = await asyncio.wait_for(self._queue.get(), self.retry_s)
+                except TimeoutError:
+                    await self._replay()
+                    continue
+            else:
+                first = await self._queue.get()
+            batch = [first]
+            while len(batch) < self.batch_max and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._flush(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _flush(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
+        docs = [d for d, _ in batch]
+        if self._spooled_ids:
+            await self._replay()
+        stored = False
+        if not self._spooled_ids and self.clock.now() >= self._down_until:
+            stored = await self._store(docs)
+        if not stored:
+            await self._spool(docs)
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _store(self, docs: list[dict[str, Any]]) -> bool:
+        try:
+            results = await self.store.bulk(self.db, docs)
+        except StoreUnavailable as e:
+            log.warning("activations database unavailable (%s); spooling records", e)
+            self._down_until = self.clock.now() + self.retry_s
+            return False
+        except StoreError as e:
+            log.error("activations database refused a batch (%s); spooling records", e)
+            self._down_until = self.clock.now() + self.retry_s
+            return False
+        failed = [r for r in results if not r.ok and r.error != "conflict"]
+        if failed:
+            log.error("%d records were refused: %s", len(failed), failed[:3])
+        self.written += len(results) - len(failed)
+        return True
+
+    async def _spool(self, docs: list[dict[str, Any]]) -> None:
+        data = b"".join(dumps(d) + b"\n" for d in docs)
+        while self._spool_bytes + len(data) > self.spool_limit_bytes:
+            log.warning("record spool full (%d bytes); waiting for the database", self._spool_bytes)
+            await asyncio.sleep(self.retry_s)
+            await self._replay()
+        await asyncio.to_thread(self._append, data)
+        self._spool_bytes += len(data)
+        self._spooled_ids.update(d["_id"] for d in docs)
+        self.spooled += len(docs)
+
+    def _append(self, data: bytes) -> None:
+        with open(self.spool_path, "ab") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _read_spool(self) -> list[dict[str, Any]]:
+        docs = []
+        with open(self.spool_path, "rb") as f:
+            for line in f:
+                try:
+                    docs.append(loads(line))
+                except ValueError:
+                    log.warning("skipping a torn line in the record spool")
+        return docs
+
+    async def _replay(self) -> None:
+        """Write the spool to the database, oldest first, when it answers again."""
+        if self.clock.now() < self._down_until:
+            return
+        docs = await asyncio.to_thread(self._read_spool)
+        for i in range(0, len(docs), self.batch_max):
+            if not await self._store(docs[i : i + self.batch_max]):
+                rest = docs[i:]
+                await asyncio.to_thread(self._rewrite, rest)
+                return
+        await asyncio.to_thread(self._rewrite, [])
+        log.info("replayed %d spooled activation records", len(docs))
+
+    def _rewrite(self, docs: list[dict[str, Any]]) -> None:
+        tmp = self.spool_path.with_suffix(".tmp")
+        data = b"".join(dumps(d) + b"\n" for d in docs)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.spool_path)
+        self._spool_bytes = len(data)
+        self._spooled_ids = {d["_id"] for d in docs}

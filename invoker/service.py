@@ -1,0 +1,476 @@
+"""The invoker: the composition root that wires the bus, the store, the node scheduler and
+the container pool, and owns every background task.
+
+Path of one activation: feed (Kafka ``invoker<N>``) -> parse -> fetch the action (cached)
+-> ``NodeScheduler.admit`` (priority fixed now) -> dispatcher (a free core and a container
+slot) -> :class:`ActivationRunner` -> acks on ``completed<C>`` + record in the database ->
+offset may be committed. Nothing here does I/O in ``__init__``; ``start`` and ``stop`` do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from containers.backend import ContainerBackend
+from containers.manifest import Manifest
+from containers.placement import WarmKey
+from containers.pool import ContainerPool, Lease, StemCell
+from invoker.acks import AckSender
+from invoker.actions import ActionFetcher, FetchError
+from invoker.activation import ActivationRunner, Job
+from invoker.bus import Bus, Consumer, Producer, Record
+from invoker.bus.kafka import INVOKER_TOPIC_CONFIG
+from invoker.clock import Clock
+from invoker.config import InvokerConfig
+from invoker.metrics import InvokerMetrics
+from invoker.offsets import OffsetTracker
+from invoker.protocol import (
+    ActivationMessage,
+    ActivationResponse,
+    InvokerInstance,
+    ProtocolError,
+    StatusCode,
+    dumps,
+    parse_activation,
+    ping_message,
+)
+from invoker.protocol.limits import check_user_limits, payload_limit
+from invoker.protocol.runtime import unsupported_encryption
+from invoker.records import RecordWriter
+from invoker.scheduler import Call, NodeScheduler
+from invoker.store import Store, StoreError
+from policies import FunctionStats, get_policy
+
+log = logging.getLogger(__name__)
+
+
+class Invoker:
+    def __init__(
+        self,
+        config: InvokerConfig,
+        *,
+        bus: Bus,
+        store: Store,
+        backend: ContainerBackend,
+        clock: Clock,
+        manifest: Manifest | None = None,
+        metrics: InvokerMetrics | None = None,
+        gpu_pool: Any = None,
+    ) -> None:
+        self.config = config
+        self.bus = bus
+        self.store = store
+        self.backend = backend
+        self.clock = clock
+        self.manifest = manifest or Manifest()
+        self.metrics = metrics or InvokerMetrics()
+        self.gpu_pool = gpu_pool
+        self.instance = InvokerInstance(
+            config.instance,
+            config.user_memory_mb * 1024 * 1024,
+            unique_name=config.unique_name or str(config.instance),
+            displayed_name=config.displayed_name,
+        )
+        self.policy = get_policy(config.policy)
+        self.scheduler: NodeScheduler[Job] = NodeScheduler(
+            self.policy, config.action_cores, FunctionStats(window_s=config.fc_window_s)
+        )
+        state = Path(config.state_dir)
+        self.pool = ContainerPool(
+            backend,
+            user_memory_mb=config.user_memory_mb,
+            clock=clock,
+            name_prefix=config.container_prefix,
+            container_env={"__OW_API_HOST": config.api_host},
+            image_for=self._image_for,
+            cpu_shares=self._cpu_shares,
+            stem_cells=self._stem_cells(),
+            pause_grace_s=config.pause_grace_s,
+            idle_timeout_s=config.idle_timeout_s,
+            on_change=self._wake,
+        )
+        self.fetcher = ActionFetcher(store, config.whisks_db, self.manifest.defaults)
+        self.records = RecordWriter(
+            store,
+            config.activations_db,
+            state / "spool",
+            clock,
+            spool_limit_bytes=config.record_spool_mb * 1024 * 1024,
+        )
+        self.offsets = OffsetTracker()
+        self.producer: Producer = bus.producer()
+        self.consumer: Consumer = bus.consumer(config.invoker_topic, config.invoker_topic)
+        self.acks = AckSender(self.producer, self.instance.to_json(), config.topic_prefix)
+        self.runner = ActivationRunner(
+            self.pool,
+            self.acks,
+            self.records,
+            clock,
+            self.metrics,
+            sentinelled=self._sentinelled,
+        )
+        self.enabled = True
+        self.pending = 0
+        self._recovery_end: dict[int, int] | None = None
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[Any]] = []
+        self._ping_task: asyncio.Task[None] | None = None
+        self._last_commit = 0.0
+        self._install_gauges()
+
+    # -- configuration helpers --
+
+    def _image_for(self, kind: str) -> str | None:
+        runtime = self.manifest.runtime(kind)
+        return runtime.image if runtime else None
+
+    def _sentinelled(self, kind: str) -> bool:
+        runtime = self.manifest.runtime(kind)
+        return runtime.sentinelled_logs if runtime else False
+
+    def _cpu_shares(self, memory_mb: int) -> int:
+        return max(1024 // max(1, self.config.user_memory_mb // max(1, memory_mb)), 2)
+
+    def _stem_cells(self) -> tuple[StemCell, ...]:
+        cells = [
+            StemCell(r.kind, memory, count)
+            for r in self.manifest.runtimes.values()
+            for count, memory in r.stem_cells
+            if self.backend.supports(r.kind)
+        ]
+        for spec in self.config.prewarm:
+            kind, count, memory = spec.rsplit(":", 2)
+            cells.append(StemCell(kind, int(memory), int(count)))
+        return tuple(cells)
+
+    def _install_gauges(self) -> None:
+        m = self.metrics
+        m.queue_length.set_function(lambda: self.scheduler.queued)
+        m.running.set_function(lambda: self.scheduler.running)
+        m.pending.set_function(lambda: self.pending)
+        m.spooled.set_function(lambda: self.records.spooled_now)
+        m.enabled.set_function(lambda: 1 if self.enabled else 0)
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        """Join the deployment: topic, producer, containers, consumer, pings."""
+        await self.bus.ensure_topic(self.config.invoker_topic, INVOKER_TOPIC_CONFIG)
+        await self.producer.start()
+        await self.records.start()
+        await self.backend.start()
+        await self.pool.start()
+        if self.gpu_pool is not None:
+            await self.gpu_pool.start()
+        await self.consumer.start()
+        self._loops = [
+            asyncio.create_task(self._feed_loop(), name="feed"),
+            asyncio.create_task(self._dispatch_loop(), name="dispatch"),
+            asyncio.create_task(self._commit_loop(), name="commit"),
+        ]
+        self._ping_task = asyncio.create_task(self._ping_loop(), name="ping")
+        log.info(
+            "%s started: policy %s, cores %s, %d MB for actions, backend %s",
+            self.instance.label,
+            self.policy.name,
+            list(self.config.action_cores),
+            self.config.user_memory_mb,
+            self.backend.name,
+        )
+
+    async def stop(self, deadline_s: float = 30.0) -> None:
+        """Graceful shutdown: stop taking work, let running calls finish within the deadline,
+        hand queued calls back (their offsets stay uncommitted, so Kafka re-delivers them),
+        commit what finished, remove containers, send a final disabled ping."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self.consumer.pause()
+        feed = self._loops[0] if self._loops else None
+        if feed is not None:
+            feed.cancel()
+            await asyncio.gather(feed, return_exceptions=True)
+        handed_back = self.scheduler.drain()
+        if handed_back:
+            log.info("handing back %d queued activations for re-delivery", len(handed_back))
+        self.pending -= len(handed_back)
+        running = [t for t in self._tasks if not t.done()]
+        if running:
+            log.info("waiting up to %.0fs for %d running activations", deadline_s, len(running))
+            _, late = await asyncio.wait(running, timeout=deadline_s)
+            for t in late:
+                t.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for t in self._loops[1:]:
+            t.cancel()
+        await asyncio.gather(*self._loops[1:], return_exceptions=True)
+        await self.records.close()
+        await self._commit()
+        await self.pool.close()
+        if self.gpu_pool is not None:
+            await self.gpu_pool.stop()
+        await self.backend.close()
+        if self._ping_task is not None:
+            self._ping_task.cancel()
+            await asyncio.gather(self._ping_task, return_exceptions=True)
+        try:
+            async with asyncio.timeout(5):
+                await self._ping(enabled=False)
+        except Exception as e:
+            log.warning("final disabled ping failed: %s", e)
+        await self.consumer.stop()
+        await self.producer.stop()
+        log.info("%s stopped", self.instance.label)
+
+    # -- admin --
+
+    async def set_enabled(self, enabled: bool) -> bool:
+        """Enable or disable (stock semantics: disabled sends one disabled ping and stops
+        pinging, so the controller takes the invoker offline). Returns whether it changed."""
+        if enabled == self.enabled:
+            return False
+        self.enabled = enabled
+        if enabled:
+            self._ping_task = asyncio.create_task(self._ping_loop(), name="ping")
+        else:
+            if self._ping_task is not None:
+                self._ping_task.cancel()
+                await asyncio.gather(self._ping_task, return_exceptions=True)
+                self._ping_task = None
+            await self._ping(enabled=False)
+        return True
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "invoker": self.instance.label,
+            "enabled": self.enabled,
+            "policy": self.policy.name,
+            "policyDescription": self.policy.description,
+            "actionCores": list(self.config.action_cores),
+            "queued": self.scheduler.queued,
+            "running": self.scheduler.running,
+            "pending": self.pending,
+            "userMemoryMB": self.config.user_memory_mb,
+            "usedMemoryMB": self.pool.used_memory_mb,
+            "containers": len(self.pool.slots),
+            "coldStarts": self.pool.cold_starts,
+            "warmStarts": self.pool.warm_starts,
+            "spooledRecords": self.records.spooled_now,
+            "functions": len(self.scheduler.stats),
+        }
+
+    # -- background loops --
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    async def _ping(self, enabled: bool = True) -> None:
+        await self.producer.send(
+            self.config.health_topic, dumps(ping_message(self.instance.to_json(), enabled))
+        )
+
+    async def _ping_loop(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(5):
+                    await self._ping()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("health ping failed: %s", e)
+            await asyncio.sleep(1.0)
+
+    async def _feed_loop(self) -> None:
+        low_water = self.config.max_pending * 9 // 10
+        paused = False
+        while True:
+            if not paused and self.pending >= self.config.max_pending:
+                self.consumer.pause()
+                paused = True
+                log.warning("%d activations pending: pausing consumption", self.pending)
+            elif paused and self.pending <= low_water:
+                self.consumer.resume()
+                paused = False
+            try:
+                records = await self.consumer.poll(max_records=500, timeout_s=0.5)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("polling %s failed: %s", self.config.invoker_topic, e)
+                await asyncio.sleep(1.0)
+                continue
+            if records and self._recovery_end is None:
+                try:
+                    self._recovery_end = await self.consumer.end_offsets()
+                except Exception:
+                    self._recovery_end = {}
+            for record in records:
+                self._receive(record)
+
+    def _receive(self, record: Record) -> None:
+        self.offsets.received(record.partition, record.offset)
+        self.pending += 1
+        received = self.clock.now()
+        try:
+            msg = parse_activation(record.value)
+        except ProtocolError as e:
+            self.metrics.bad_messages.inc()
+            p = e.partial
+            log.error(
+                "bad message at offset %d (activation %s): %s",
+                record.offset,
+                p.activation_id or "unknown",
+                e.reason,
+            )
+            if p.answerable:
+                fallback = self.runner.fallback(
+                    p, StatusCode.WHISK_ERROR, f"The activation message is invalid: {e.reason}"
+                )
+                self._spawn(self._answer(record, self.runner.answer_fallback(p, fallback)))
+            else:
+                self._finished(record)
+            return
+        redelivered = (self._recovery_end or {}).get(record.partition, 0) > record.offset
+        self._spawn(self._admit(record, msg, received, redelivered))
+
+    async def _answer(self, record: Record, answer: Coroutine[Any, Any, None]) -> None:
+        try:
+            await answer
+        finally:
+            self._finished(record)
+
+    def _finished(self, record: Record) -> None:
+        self.offsets.finished(record.partition, record.offset)
+        self.pending -= 1
+
+    async def _admit(
+        self, record: Record, msg: ActivationMessage, received: float, redelivered: bool
+    ) -> None:
+        """Resolve the action and queue the call (or answer at once when it cannot run)."""
+        try:
+            if redelivered and await self._already_done(msg):
+                self._finished(record)
+                return
+            try:
+                action = await self.fetcher.fetch(msg.action.docid, msg.revision)
+            except FetchError as e:
+                log.warning("activation %s: %s", msg.activation_id, e)
+                fallback = self.runner.fallback(msg.partial(), e.code, e.message)
+                await self._answer(
+                    record, self.runner.answer_fallback(msg.partial(), fallback, msg)
+                )
+                return
+            job = Job(
+                msg,
+                action,
+                record.partition,
+                record.offset,
+                received,
+                max_payload=payload_limit(msg.user.limits),
+            )
+            problem = unsupported_encryption(msg) or check_user_limits(
+                action, msg.user.limits, self.config.user_memory_mb
+            )
+            if problem is not None:
+                response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, problem)
+                await self._answer(record, self.runner.answer_unrun(job, response))
+                return
+            if self.gpu_pool is not None and self.gpu_pool.routes(action):
+                job.platform_env.update(self.gpu_pool.action_env())
+            self.scheduler.admit(action.docid, job, received)
+            self._wake()
+        except Exception:
+            log.exception("activation %s could not be admitted", msg.activation_id)
+            fallback = self.runner.fallback(
+                msg.partial(), StatusCode.WHISK_ERROR, "An internal error occurred in the invoker."
+            )
+            await self._answer(record, self.runner.answer_fallback(msg.partial(), fallback, msg))
+
+    async def _already_done(self, msg: ActivationMessage) -> bool:
+        """For a re-delivered message: was it finished before a crash? Then re-send its
+        completion (the controller ignores a duplicate) and do not run it again."""
+        docid = f"{msg.user.namespace}/{msg.activation_id}"
+        try:
+            doc = self.records.is_spooled(docid) or await self.store.get(
+                self.config.activations_db, docid
+            )
+        except StoreError:
+            return False  # cannot tell: run it; the record's fixed _id prevents a duplicate
+        if not doc:
+            return False
+        log.info("activation %s was finished before a restart; re-acknowledging", msg.activation_id)
+        system_error = isinstance(doc, dict) and doc.get("response", {}).get("statusCode") == 3
+        await self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
+        return True
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self.scheduler.can_start():
+                head = self.scheduler.peek()
+                assert head is not None
+                job = head.payload
+                key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
+                lease = self.pool.reserve(key, job.action.kind, job.action.limits.memory_mb)
+                if lease is None:
+                    break  # wait for memory: a release wakes us
+                call = self.scheduler.start(self.clock.now())
+                self._spawn(self._execute(call, lease))
+
+    async def _execute(self, call: Call[Job], lease: Lease) -> None:
+        job = call.payload
+        cores = (
+            frozenset({call.core}) if call.core is not None else frozenset(self.config.action_cores)
+        )
+        outcome = None
+        answered = False
+        try:
+            outcome = await self.runner.run(job, lease, cores)
+            answered = True
+        except asyncio.CancelledError:
+            # Shutdown deadline: hand the call back. Its offset stays uncommitted, so the
+            # activation is re-delivered (and de-duplicated if it did finish).
+            log.warning("activation %s handed back at shutdown", job.msg.activation_id)
+            raise
+        except Exception:
+            log.exception("activation %s failed inside the invoker", job.msg.activation_id)
+            response = ActivationResponse.error(
+                StatusCode.WHISK_ERROR, "An internal error occurred in the invoker."
+            )
+            await self.runner.answer_unrun(job, response)
+            answered = True
+        finally:
+            self.scheduler.finish(call, outcome.run_s if outcome else None)
+            self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
+            if answered:
+                self.offsets.finished(job.partition, job.offset)
+            self.pending -= 1
+            self._wake()
+
+    async def _commit(self) -> None:
+        positions = self.offsets.committable()
+        if not positions:
+            return
+        try:
+            await self.consumer.commit(positions)
+            self.offsets.committed(positions)
+        except Exception as e:
+            log.warning("offset commit failed (will retry): %s", e)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            await self._commit()

@@ -1,0 +1,40 @@
+"""What a scheduling policy is: a name and one pure function from what the node knows about
+a call at the moment it is received to a sortable priority (smaller runs first)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """Everything a policy may read, fixed when the invoker receives the call.
+
+    - ``received``: r'(i), when the invoker received the call (monotonic seconds).
+    - ``expected``: E[p(i)], mean processing time of the function's last finished calls.
+    - ``previous_received``: r̄(i), when the previous call of the same function was received
+      (equals ``received`` for a function's first call).
+    - ``recent_calls``: #(f(i), -T), calls of the function received in the last T seconds,
+      this one included.
+    """
+
+    received: float
+    expected: float
+    previous_received: float
+    recent_calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A named queue order.
+
+    ``exclusive_cores`` is True for the paper's policies (each running call holds one core,
+    never more calls than cores) and False for the stock OpenWhisk baseline, whose calls
+    share the CPU and are limited by memory only.
+    """
+
+    name: str
+    priority: Callable[[CallInfo], float]
+    exclusive_cores: bool = True
+    description: str = ""

@@ -1,0 +1,42 @@
+"""The policies of the call-scheduling paper (FIFO, SEPT, EECT, RECT, FC) and the stock
+OpenWhisk baseline."""
+
+from __future__ import annotations
+
+from policies.base import CallInfo, Policy
+
+
+def _fifo(c: CallInfo) -> float:
+    return c.received
+
+
+def _sept(c: CallInfo) -> float:
+    return c.expected
+
+
+def _eect(c: CallInfo) -> float:
+    return c.received + c.expected
+
+
+def _rect(c: CallInfo) -> float:
+    return c.previous_received + c.expected
+
+
+def _fc(c: CallInfo) -> float:
+    return c.recent_calls * c.expected
+
+
+FIFO = Policy("fifo", _fifo, description="first in, first out: r'(i)")
+SEPT = Policy("sept", _sept, description="shortest expected processing time: E[p(i)]")
+EECT = Policy("eect", _eect, description="earliest expected completion time: r'(i) + E[p(i)]")
+RECT = Policy("rect", _rect, description="recent expected completion time: r̄(i) + E[p(i)]")
+FC = Policy("fc", _fc, description="fair choice: #(f(i), last T s) * E[p(i)]")
+OPENWHISK = Policy(
+    "openwhisk",
+    _fifo,
+    exclusive_cores=False,
+    description="stock OpenWhisk: FIFO, a container per pending call while memory allows, "
+    "calls share the CPU",
+)
+
+BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK)}

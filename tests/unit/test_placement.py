@@ -1,0 +1,54 @@
+"""Pure container placement: warm, prewarm, cold, LRU eviction, waiting."""
+
+from containers.placement import How, SlotState, SlotView, WarmKey, place
+
+K = WarmKey("guest", "guest/a", "1-x")
+OTHER = WarmKey("guest", "guest/b", "1-y")
+
+
+def slot(state, key=None, kind="python:3.11", memory=256, last=0.0):
+    return SlotView(kind, memory, state, key, last)
+
+
+def test_warm_container_of_same_namespace_and_revision_first():
+    slots = {
+        1: slot(SlotState.PREWARM),
+        2: slot(SlotState.IDLE, K, last=5),
+        3: slot(SlotState.IDLE, K, last=9),
+    }
+    p = place(slots, K, "python:3.11", 256, 2048)
+    assert p.how is How.WARM and p.slot == 3
+
+
+def test_other_revision_or_namespace_is_not_warm():
+    slots = {1: slot(SlotState.IDLE, WarmKey("guest", "guest/a", "2-z"))}
+    assert place(slots, K, "python:3.11", 256, 2048).how is How.COLD
+    slots = {1: slot(SlotState.IDLE, WarmKey("alice", "guest/a", "1-x"))}
+    assert place(slots, K, "python:3.11", 256, 2048).how is How.COLD
+
+
+def test_busy_warm_container_is_not_reused_and_prewarm_needs_same_kind_and_memory():
+    slots = {
+        1: slot(SlotState.BUSY, K),
+        2: slot(SlotState.PREWARM, memory=128),
+        3: slot(SlotState.PREWARM, kind="nodejs:20"),
+        4: slot(SlotState.PREWARM),
+    }
+    p = place(slots, K, "python:3.11", 256, 2048)
+    assert p.how is How.PREWARM and p.slot == 4
+
+
+def test_evicts_least_recently_used_idle_containers_only_as_needed():
+    slots = {
+        1: slot(SlotState.IDLE, OTHER, last=3),
+        2: slot(SlotState.PAUSED, OTHER, last=1),
+        3: slot(SlotState.BUSY, OTHER, last=0),
+        4: slot(SlotState.PREWARM, last=0),
+    }
+    p = place(slots, K, "python:3.11", 512, 1024)
+    assert p.how is How.COLD and p.evict == (2, 1)
+
+
+def test_waits_when_busy_containers_hold_the_memory():
+    slots = {1: slot(SlotState.BUSY, OTHER), 2: slot(SlotState.STARTING)}
+    assert place(slots, K, "python:3.11", 256, 512) is None
