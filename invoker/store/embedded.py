@@ -65,10 +65,18 @@ def _matches(doc: dict[str, Any], selector: dict[str, Any]) -> bool:
 
 
 class EmbeddedStore:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-store")
+    def __init__(self, path: str | Path, threaded: bool = True) -> None:
+        """``path`` ``":memory:"`` keeps nothing on disk; ``threaded=False`` runs SQLite on
+        the loop's thread (only for the simulator, where the loop's time is virtual and a
+        worker thread would let real time leak in)."""
+        self.path = path if path == ":memory:" else Path(path)
+        if isinstance(self.path, Path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-store")
+            if threaded
+            else None
+        )
         self._conn: sqlite3.Connection | None = None
 
     def _db(self) -> sqlite3.Connection:
@@ -81,6 +89,8 @@ class EmbeddedStore:
         return self._conn
 
     async def _run(self, fn, *args):
+        if self._pool is None:
+            return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # -- synchronous implementations, run on the store's thread --
@@ -273,4 +283,5 @@ class EmbeddedStore:
                 self._conn = None
 
         await self._run(shut)
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

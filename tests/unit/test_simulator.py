@@ -1,0 +1,100 @@
+"""The simulator runs the production invoker on a virtual clock: hand-computed schedules
+for each policy on one core, and the paper's ordering on the SeBS-like mix."""
+
+import pytest
+
+from invoker.simulate import SimulationSettings, simulate
+from invoker.workloads import TraceCall, read_trace, uniform_workload, write_trace
+
+# Warm-up runs L, M, S once each (E[p] = 3, 2, 1; arrivals at t=0) and ends at t=6.
+# Then: a=L@0.0, b=M@0.1, c..f=S@0.2..0.5 (times relative to the end of the warm-up).
+TRACE = [
+    TraceCall(0.0, "L", 3.0),
+    TraceCall(0.1, "M", 2.0),
+    TraceCall(0.2, "S", 1.0),
+    TraceCall(0.3, "S", 1.0),
+    TraceCall(0.4, "S", 1.0),
+    TraceCall(0.5, "S", 1.0),
+]
+
+
+def finish_order_responses(order: list[int]) -> list[float]:
+    """Response times when a runs 0-3 and then the others run back to back in ``order``."""
+    responses = [3.0] + [0.0] * 5
+    t = 3.0
+    for i in order:
+        t += TRACE[i].duration_s
+        responses[i] = t - TRACE[i].arrival_s
+    return responses
+
+
+EXPECTED = {
+    # FIFO: arrival order.
+    "fifo": finish_order_responses([1, 2, 3, 4, 5]),
+    # SEPT: E[p] S=1 < M=2; ties by arrival.
+    "sept": finish_order_responses([2, 3, 4, 5, 1]),
+    # EECT: r'+E: b=2.1, c..f=1.2..1.5 -> c,d,e,f,b.
+    "eect": finish_order_responses([2, 3, 4, 5, 1]),
+    # RECT: r̄+E with r̄ the previous call's arrival: b=0+2 (warm-up at 0), c=0+1,
+    # d=c's arrival+1=7.2, e=7.3, f=7.4 -> c, b, d, e, f.
+    "rect": finish_order_responses([2, 1, 3, 4, 5]),
+    # FC: #calls in the last 60 s (warm-up included) x E: b=2*2=4; c,d,e,f = 2,3,4,5 ->
+    # c, d, then b (4, arrived before e), e, f.
+    "fc": finish_order_responses([2, 3, 1, 4, 5]),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(EXPECTED))
+def test_hand_computed_schedule_on_one_core(policy):
+    result = simulate(TRACE, policy, SimulationSettings(cores=1))
+    expected = EXPECTED[policy]
+    assert result["calls"] == 6
+    assert result["mean_response_s"] == pytest.approx(sum(expected) / 6, abs=1e-6)
+    assert result["max_response_s"] == pytest.approx(max(expected), abs=1e-6)
+    per_fn = result["per_function"]
+    s_mean = sum(expected[2:]) / 4
+    assert per_fn["S"]["mean_response_s"] == pytest.approx(s_mean, abs=1e-6)
+    assert per_fn["M"]["mean_response_s"] == pytest.approx(expected[1], abs=1e-6)
+
+
+def test_baseline_shares_one_core_by_processor_sharing():
+    # Hand-computed processor sharing of a(3)@0, b(2)@0.1, S(1)@0.2 and S(1)@0.3 on one
+    # core: c and d finish at 4.1667, b at 6.1, a at 7.0.
+    trace = TRACE[:4]
+    result = simulate(trace, "openwhisk", SimulationSettings(cores=1))
+    expected = [7.0, 6.0, 4.1666667 - 0.2, 4.2666667 - 0.3]
+    assert result["mean_response_s"] == pytest.approx(sum(expected) / 4, abs=1e-5)
+    assert result["per_function"]["L"]["mean_response_s"] == pytest.approx(7.0, abs=1e-5)
+    assert result["cold_starts"] == 1  # the second S needs a container of its own
+
+
+def test_paper_ordering_on_the_sebs_mix():
+    trace = uniform_workload(intensity=120, cores=4, seed=1)
+    r = {
+        p: simulate(trace, p, SimulationSettings(cores=4, cold_start_s=0.5))
+        for p in ("fifo", "sept", "eect", "rect", "fc", "openwhisk")
+    }
+    mean = {p: v["mean_response_s"] for p, v in r.items()}
+    stretch = {p: v["mean_stretch"] for p, v in r.items()}
+    assert mean["sept"] < 0.4 * mean["fifo"] and mean["fc"] < 0.4 * mean["fifo"]
+    for p in ("eect", "rect"):
+        assert mean["sept"] < mean[p] < mean["fifo"]
+    assert stretch["fc"] < stretch["fifo"] / 10 and stretch["sept"] < stretch["fifo"] / 10
+    assert mean["fc"] < mean["openwhisk"] and stretch["fc"] < stretch["openwhisk"]
+    for p, v in r.items():
+        assert v["calls"] == len(trace), p  # every call completes: nothing starved or lost
+    assert r["openwhisk"]["cold_starts"] > r["fc"]["cold_starts"] == 0
+
+
+def test_trace_csv_round_trip_and_validation(tmp_path):
+    trace = uniform_workload(30, 2, seed=7, window_s=10)
+    assert len(trace) == 10
+    path = tmp_path / "t.csv"
+    write_trace(trace, path)
+    back = read_trace(path)
+    assert [c.function for c in back] == [c.function for c in trace]
+    assert uniform_workload(30, 2, seed=7, window_s=10) == trace  # seeded
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,function\n1,f\n")
+    with pytest.raises(ValueError, match="missing columns duration_s"):
+        read_trace(bad)
