@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 from urllib.parse import quote
 
@@ -28,7 +29,10 @@ class CouchStore:
         max_connections: int = 32,
     ) -> None:
         self.url = url.rstrip("/")
-        self._auth = aiohttp.BasicAuth(user, password or "") if user else None
+        self._headers = dict(_JSON)
+        if user:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -37,7 +41,6 @@ class CouchStore:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                auth=self._auth,
                 timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 skip_auto_headers=("User-Agent",),
@@ -55,7 +58,7 @@ class CouchStore:
         data = raw if raw is not None else (dumps(body) if body is not None else None)
         try:
             async with self._http().request(
-                method, self.url + path, data=data, headers=headers or _JSON
+                method, self.url + path, data=data, headers={**self._headers, **(headers or {})}
             ) as resp:
                 return resp.status, await resp.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as e:

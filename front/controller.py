@@ -1,0 +1,303 @@
+"""The controller side of the bus: publishing ActivationMessages to invokers, consuming
+acks on ``completed<C>`` and pings on ``health``, and waiting for blocking results.
+
+Health follows the stock protocol: the front keeps ``whisk.system/invokerHealthTestAction<C>``
+in the whisks database and sends it to every invoker that is not yet (or no longer) healthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from front.balancer import Balancer, Result
+from invoker.bus import Bus, Record
+from invoker.clock import Clock
+from invoker.protocol import QualifiedName, dumps, loads
+from invoker.protocol.controller import action_document, activation_message
+from invoker.protocol.messages import Identity
+from invoker.store import Store, StoreError
+
+log = logging.getLogger(__name__)
+
+HEALTH_ACTION_CODE = b"function main(params) { return params; }"
+
+
+class NoInvokers(Exception):
+    """No healthy invoker can take the activation (HTTP 503)."""
+
+
+@dataclass
+class _InFlight:
+    instance: int
+    memory_mb: int
+    health: bool
+    timer: asyncio.TimerHandle | None = None
+
+
+class Controller:
+    def __init__(
+        self,
+        bus: Bus,
+        store: Store,
+        clock: Clock,
+        *,
+        controller_id: str = "0",
+        topic_prefix: str = "",
+        whisks_db: str,
+        activations_db: str,
+        system_identity: Identity,
+    ) -> None:
+        self.bus = bus
+        self.store = store
+        self.clock = clock
+        self.controller_id = controller_id
+        self.topic_prefix = topic_prefix
+        self.whisks_db = whisks_db
+        self.activations_db = activations_db
+        self.system = system_identity
+        self.balancer = Balancer()
+        self.producer = bus.producer()
+        self.acks = bus.consumer(
+            f"{topic_prefix}completed{controller_id}", f"{topic_prefix}completed{controller_id}"
+        )
+        self.health = bus.consumer(f"{topic_prefix}health", f"{topic_prefix}health{controller_id}")
+        self.health_action = QualifiedName(
+            "whisk.system", f"invokerHealthTestAction{controller_id}"
+        )
+        self.health_transid = ["sid_invokerHealth", clock.epoch_ms()]
+        self._waiters: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        self._inflight: dict[str, _InFlight] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for topic, retention in (
+            (f"{self.topic_prefix}completed{self.controller_id}", "3600000"),
+            (f"{self.topic_prefix}health", "3600000"),
+        ):
+            await self.bus.ensure_topic(
+                topic, {"retention.ms": retention, "max.message.bytes": "1054644"}
+            )
+        for db in (self.whisks_db, self.activations_db):
+            await self.store.ensure_db(db)
+        await self._ensure_health_action()
+        await self.producer.start()
+        await self.acks.start()
+        await self.health.start()
+        self._tasks = [
+            asyncio.create_task(self._ack_loop(), name="front-acks"),
+            asyncio.create_task(self._health_loop(), name="front-health"),
+        ]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for w in self._waiters.values():
+            w.cancel()
+        await self.acks.stop()
+        await self.health.stop()
+        await self.producer.stop()
+
+    async def _ensure_health_action(self) -> None:
+        doc = action_document(
+            "whisk.system",
+            self.health_action.name,
+            kind="nodejs:default",
+            code=HEALTH_ACTION_CODE,
+            memory_mb=128,
+            updated_ms=self.clock.epoch_ms(),
+        )
+        old = await self.store.get(self.whisks_db, doc["_id"])
+        if old is not None:
+            doc["_rev"] = old["_rev"]
+        await self.store.put(self.whisks_db, doc)
+
+    # -- invoking --
+
+    async def invoke(
+        self,
+        user: Identity,
+        action: QualifiedName,
+        revision: str | None,
+        memory_mb: int,
+        timeout_ms: int,
+        content: Any,
+        *,
+        blocking: bool,
+        wait_s: float,
+        init_args: tuple[str, ...] = (),
+    ) -> tuple[str, dict[str, Any] | None]:
+        """Publish an activation; for a blocking call wait up to ``wait_s`` for its record.
+        Returns (activation id, record or None if not finished in time)."""
+        instance = self.balancer.choose(user.namespace, action.docid, memory_mb)
+        if instance is None:
+            raise NoInvokers("No invokers available.")
+        msg = activation_message(
+            action,
+            revision,
+            start_ms=self.clock.epoch_ms(),
+            user=user,
+            blocking=blocking,
+            content=content,
+            controller=self.controller_id,
+            init_args=init_args,
+        )
+        aid = msg.activation_id
+        waiter = None
+        if blocking:
+            waiter = self._waiters[aid] = asyncio.get_running_loop().create_future()
+        self._track(aid, instance, memory_mb, timeout_ms, health=False)
+        try:
+            await self.producer.send(f"{self.topic_prefix}invoker{instance}", dumps(msg.to_json()))
+        except Exception:
+            self._waiters.pop(aid, None)
+            self._untrack(aid)
+            raise
+        if waiter is None:
+            return aid, None
+        try:
+            async with asyncio.timeout(wait_s):
+                record = await waiter
+                if record is None:  # shrunk result: the record is in the database
+                    record = await self._poll_record(user.namespace, aid)
+                return aid, record
+        except TimeoutError:
+            return aid, None
+        finally:
+            self._waiters.pop(aid, None)
+
+    async def _poll_record(self, namespace: str, aid: str) -> dict[str, Any]:
+        delay = 0.05
+        while True:
+            try:
+                doc = await self.store.get(self.activations_db, f"{namespace}/{aid}")
+                if doc is not None:
+                    return doc
+            except StoreError as e:
+                log.warning("polling activation %s: %s", aid, e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _track(self, aid: str, instance: int, memory_mb: int, timeout_ms: int, health: bool):
+        # The stock ack timeout: max(action timeout, 60 s) * 2 + 1 min.
+        timeout_s = max(timeout_ms / 1000, 60.0) * 2 + 60.0
+        entry = _InFlight(instance, memory_mb, health)
+        entry.timer = asyncio.get_running_loop().call_later(timeout_s, self._forced, aid)
+        self._inflight[aid] = entry
+
+    def _untrack(self, aid: str) -> _InFlight | None:
+        entry = self._inflight.pop(aid, None)
+        if entry is not None:
+            if entry.timer is not None:
+                entry.timer.cancel()
+            self.balancer.release(entry.instance, entry.memory_mb)
+        return entry
+
+    def _forced(self, aid: str) -> None:
+        entry = self._untrack(aid)
+        if entry is not None:
+            log.warning("no completion for %s from invoker%d: slot released", aid, entry.instance)
+            self.balancer.completed(entry.instance, Result.TIMEOUT, self.clock.now())
+
+    async def _send_health_test(self, instance: int) -> None:
+        msg = activation_message(
+            self.health_action,
+            None,
+            start_ms=self.clock.epoch_ms(),
+            user=self.system,
+            blocking=False,
+            controller=self.controller_id,
+            transid=self.health_transid,
+        )
+        self._track(msg.activation_id, instance, 128, 60_000, health=True)
+        try:
+            await self.producer.send(f"{self.topic_prefix}invoker{instance}", dumps(msg.to_json()))
+        except Exception as e:
+            self._untrack(msg.activation_id)
+            log.warning("health test to invoker%d failed: %s", instance, e)
+
+    # -- consuming --
+
+    def _on_ack(self, record: Record) -> None:
+        try:
+            ack = loads(record.value)
+            if not isinstance(ack, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            log.warning("unreadable ack at offset %d: %s", record.offset, e)
+            return
+        response = ack.get("response")
+        aid = ack.get("activationId")
+        if isinstance(response, dict):
+            aid = response.get("activationId", aid)
+        elif isinstance(response, str):
+            aid = response
+        if response is not None and aid in self._waiters:
+            waiter = self._waiters[aid]
+            if not waiter.done():
+                waiter.set_result(response if isinstance(response, dict) else None)
+        if "instance" in ack and isinstance(aid, str):
+            entry = self._untrack(aid)
+            result = Result.SYSTEM_ERROR if ack.get("isSystemError") else Result.SUCCESS
+            instance = (
+                ack["instance"].get("instance") if isinstance(ack["instance"], dict) else None
+            )
+            if entry is not None:
+                instance = entry.instance
+            elif ack.get("transid") != self.health_transid:
+                return
+            if isinstance(instance, int) and self.balancer.completed(
+                instance, result, self.clock.now()
+            ):
+                asyncio.get_running_loop().create_task(self._send_health_test(instance))
+
+    async def _ack_loop(self) -> None:
+        while True:
+            try:
+                records = await self.acks.poll(500, 1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("polling acks failed: %s", e)
+                await asyncio.sleep(1.0)
+                continue
+            for r in records:
+                self._on_ack(r)
+            if records:
+                try:
+                    await self.acks.commit({records[-1].partition: records[-1].offset + 1})
+                except Exception as e:
+                    log.debug("ack offset commit failed: %s", e)
+
+    async def _health_loop(self) -> None:
+        while True:
+            try:
+                records = await self.health.poll(500, 1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("polling health failed: %s", e)
+                await asyncio.sleep(1.0)
+                continue
+            now = self.clock.now()
+            due: set[int] = set()
+            for r in records:
+                try:
+                    ping = loads(r.value)
+                    name = ping["name"]
+                    if self.balancer.ping(name, ping.get("isEnabled", True) is not False, now):
+                        due.add(int(name["instance"]))
+                except (ValueError, KeyError, TypeError) as e:
+                    log.warning("unreadable ping: %s", e)
+            due.update(self.balancer.tick(now))
+            for instance in due:
+                await self._send_health_test(instance)
+
+    async def wait_for_invokers(self, count: int = 1, timeout_s: float = 60.0) -> None:
+        """Wait until ``count`` invokers are healthy."""
+        async with asyncio.timeout(timeout_s):
+            while len(self.balancer.healthy()) < count:  # noqa: ASYNC110 (pure state, polled)
+                await asyncio.sleep(0.05)

@@ -1,0 +1,262 @@
+"""Translating between the REST API's JSON and the documents stored in the database.
+
+Documents keep the stock controller's exact format (``invoker.protocol.controller``), so a
+stock controller and our invoker read each other's documents.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from invoker.protocol.actions import resolve_kind
+from invoker.protocol.controller import action_document
+from invoker.protocol.records import StatusCode
+
+NAME_RE = re.compile(r"[A-Za-z0-9_@.\- ]{1,256}")
+MAX_CODE_BYTES = 48 * 1024 * 1024
+
+
+class BadRequest(ValueError):
+    """A request the API refuses (HTTP 400, or ``status`` when given)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """System bounds on action limits (the stock defaults, with a larger timeout and memory
+    maximum so experiments can raise them as the paper did)."""
+
+    min_timeout_ms: int = 100
+    max_timeout_ms: int = 600_000
+    min_memory_mb: int = 128
+    max_memory_mb: int = 2048
+    max_logs_mb: int = 10
+    max_concurrency: int = 1
+
+
+def valid_name(name: str, what: str = "name") -> str:
+    if not NAME_RE.fullmatch(name) or name.strip() != name or name in (".", ".."):
+        raise BadRequest(f"The {what} '{name}' is not valid.")
+    return name
+
+
+def _pairs(value: Any, what: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("key"), str) for p in value
+    ):
+        raise BadRequest(f"The request content was malformed: {what} must be key/value pairs.")
+    return [{k: v for k, v in p.items() if k in ("key", "value", "init")} for p in value]
+
+
+def merge_pairs(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged = {p["key"]: p for p in old}
+    merged.update({p["key"]: p for p in new})
+    return list(merged.values())
+
+
+def _limit(limits: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = limits.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"The request content was malformed: limits.{key} must be an integer.")
+    if not lo <= value <= hi:
+        raise BadRequest(f"{key} limit {value} is not in the allowed range [{lo}, {hi}].")
+    return value
+
+
+def _code_bytes(exec_: dict[str, Any], binary: bool) -> bytes | None:
+    code = exec_.get("code")
+    if code is None:
+        return None
+    if not isinstance(code, str):
+        raise BadRequest("The request content was malformed: exec.code must be a string.")
+    if len(code) > MAX_CODE_BYTES:
+        raise BadRequest("The action code exceeds the allowed size.", status=413)
+    if binary:
+        try:
+            return base64.b64decode(code, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(
+                "The request content was malformed: exec.code is not base64."
+            ) from None
+    return code.encode()
+
+
+def new_action_document(
+    namespace: str,
+    name: str,
+    body: dict[str, Any],
+    *,
+    kinds: set[str],
+    kind_defaults: dict[str, str],
+    limits: Limits,
+    now_ms: int,
+    old: dict[str, Any] | None = None,
+    old_code: bytes | None = None,
+) -> tuple[dict[str, Any], bytes | None]:
+    """Validate a PUT body and build the stored document (merged over ``old`` on update).
+
+    Returns the document and the code bytes (to be stored as an attachment when the document
+    names one)."""
+    if not isinstance(body, dict):
+        raise BadRequest("The request content was malformed: expected a JSON object.")
+    package, _, short = name.rpartition("/")
+    valid_name(short)
+    if package:
+        valid_name(package, "package")
+    exec_ = body.get("exec")
+    if exec_ is None and old is None:
+        raise BadRequest("The request content was malformed: exec is required.")
+    code: bytes | None
+    if exec_ is not None:
+        if not isinstance(exec_, dict) or not isinstance(exec_.get("kind"), str):
+            raise BadRequest("The request content was malformed: exec.kind is required.")
+        try:
+            kind = resolve_kind(exec_["kind"], kind_defaults)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        if kind == "sequence":
+            raise BadRequest("Sequences are not supported by this controller front.")
+        if kind != "blackbox" and kind not in kinds:
+            raise BadRequest(f"kind '{exec_['kind']}' not in {sorted(kinds)}")
+        image = exec_.get("image")
+        if kind == "blackbox" and not isinstance(image, str):
+            raise BadRequest("The request content was malformed: blackbox needs exec.image.")
+        binary = exec_.get("binary")
+        code_text = exec_.get("code")
+        if binary is None:
+            binary = isinstance(code_text, str) and _looks_zip(code_text)
+        code = _code_bytes(exec_, bool(binary))
+        if code is None and kind != "blackbox":
+            raise BadRequest("The request content was malformed: exec.code is required.")
+        main = exec_.get("main")
+    else:
+        old_exec = old["exec"]
+        kind, image, binary, main = (
+            old_exec["kind"],
+            old_exec.get("image"),
+            old_exec.get("binary", False),
+            old_exec.get("main"),
+        )
+        code = old_code
+    old_limits = (old or {}).get("limits", {})
+    req_limits = body.get("limits") or {}
+    if not isinstance(req_limits, dict):
+        raise BadRequest("The request content was malformed: limits must be an object.")
+    merged_limits = {**old_limits, **req_limits}
+    params = _pairs(body.get("parameters"), "parameters")
+    annotations = _pairs(body.get("annotations"), "annotations")
+    if old is not None:
+        if body.get("parameters") is None:
+            params = old.get("parameters", [])
+        annotations = merge_pairs(old.get("annotations", []), annotations)
+    if not any(a["key"] == "exec" for a in annotations):
+        annotations.append({"key": "exec", "value": kind})
+    if old is None and not any(a["key"] == "provide-api-key" for a in annotations):
+        annotations.insert(0, {"key": "provide-api-key", "value": False})
+    version = body.get("version") or (old and _bump(old.get("version", "0.0.1"))) or "0.0.1"
+    doc = action_document(
+        namespace,
+        short,
+        package=package or None,
+        kind=kind,
+        code=code,
+        binary=bool(binary),
+        main=main if isinstance(main, str) and main else None,
+        image=image if kind == "blackbox" else None,
+        parameters=params,
+        annotations=annotations,
+        timeout_ms=_limit(
+            merged_limits, "timeout", 60_000, limits.min_timeout_ms, limits.max_timeout_ms
+        ),
+        memory_mb=_limit(merged_limits, "memory", 256, limits.min_memory_mb, limits.max_memory_mb),
+        logs_mb=_limit(merged_limits, "logs", 10, 0, limits.max_logs_mb),
+        concurrency=_limit(merged_limits, "concurrency", 1, 1, limits.max_concurrency),
+        version=str(version),
+        publish=bool(body.get("publish", (old or {}).get("publish", False))),
+        updated_ms=now_ms,
+    )
+    return doc, code
+
+
+def _looks_zip(code: str) -> bool:
+    return code.startswith("UEsDB")  # base64 of the zip magic "PK\x03\x04"
+
+
+def _bump(version: str) -> str:
+    parts = version.split(".")
+    try:
+        parts[-1] = str(int(parts[-1]) + 1)
+    except ValueError:
+        return version
+    return ".".join(parts)
+
+
+def action_view(doc: dict[str, Any], code: str | None) -> dict[str, Any]:
+    """The REST form of an action; ``code`` is text, or base64 for binary actions."""
+    exec_ = {k: v for k, v in doc["exec"].items() if k != "code"}
+    if code is not None:
+        exec_["code"] = code
+    return {
+        "namespace": doc["namespace"],
+        "name": doc["name"],
+        "version": doc.get("version", "0.0.1"),
+        "publish": doc.get("publish", False),
+        "exec": exec_,
+        "annotations": doc.get("annotations", []),
+        "parameters": doc.get("parameters", []),
+        "limits": doc.get("limits", {}),
+        "updated": doc.get("updated", 0),
+    }
+
+
+def action_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    view = action_view(doc, None)
+    view["exec"] = {"binary": doc["exec"].get("binary", False)}
+    return view
+
+
+def annotation(doc: dict[str, Any], key: str, default: Any = None) -> Any:
+    for a in doc.get("annotations", []):
+        if a.get("key") == key:
+            return a.get("value")
+    return default
+
+
+def activation_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The REST form of an activation record: ``response`` gains ``status`` and ``success``
+    and loses ``statusCode``, as the stock controller returns it."""
+    out = {k: v for k, v in doc.items() if k not in ("_id", "_rev", "entityType", "updated")}
+    response = dict(doc.get("response", {}))
+    code = StatusCode(response.pop("statusCode", StatusCode.WHISK_ERROR))
+    response["status"] = code.status
+    response["success"] = code == StatusCode.SUCCESS
+    out["response"] = response
+    out.setdefault("duration", doc.get("end", 0) - doc.get("start", 0))
+    return out
+
+
+def activation_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "activationId",
+        "annotations",
+        "duration",
+        "end",
+        "name",
+        "namespace",
+        "publish",
+        "start",
+        "version",
+        "cause",
+    )
+    out = {k: doc[k] for k in keys if k in doc}
+    out["statusCode"] = doc.get("response", {}).get("statusCode", 0)
+    return out

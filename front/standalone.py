@@ -1,0 +1,148 @@
+"""``ow-invoker standalone``: the whole platform in one process.
+
+The controller-compatible front and one invoker, with embedded defaults: an in-process bus
+instead of Kafka, an embedded SQLite store instead of CouchDB, process containers. Give
+``--kafka`` and/or ``--couchdb-url`` to use real services instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from invoker import config as configuration
+from invoker import logs
+
+HELP = "run front + invoker in one process (embedded bus and store) on 127.0.0.1:3233"
+log = logging.getLogger("standalone")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="API listen address")
+    parser.add_argument("--port", type=int, default=3233, help="API port (0: any free port)")
+    parser.add_argument(
+        "--auth",
+        action="append",
+        default=[],
+        help="NAMESPACE=UUID:KEY identity (repeatable; default: stock guest keys)",
+    )
+    parser.add_argument(
+        "--max-timeout-ms", type=int, default=600_000, help="largest action timeout the API accepts"
+    )
+    parser.add_argument(
+        "--max-memory-mb", type=int, default=2048, help="largest action memory the API accepts"
+    )
+    parser.add_argument("--ready-file", help="write the API URL here once ready")
+    configuration.add_arguments(parser)
+
+
+async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> None:
+    from containers.factory import make_backend
+    from containers.manifest import Manifest
+    from front.entities import Limits
+    from front.identities import GUEST_AUTH, Identities
+    from front.server import start_front
+    from invoker.admin import serve_admin
+    from invoker.clock import SystemClock
+    from invoker.commands.run import wait_for_signal
+    from invoker.service import Invoker
+
+    clock = SystemClock()
+    state = Path(cfg.state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    if args.kafka:
+        from invoker.bus.kafka import KafkaBus
+
+        bus = KafkaBus(cfg.kafka)
+        await bus.wait_ready()
+    else:
+        from invoker.bus.memory import MemoryBus
+
+        bus = MemoryBus()
+    if args.couchdb_url:
+        from invoker.store.couch import CouchStore
+
+        store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
+        await store.wait_ready()
+    else:
+        from invoker.store.embedded import EmbeddedStore
+
+        store = EmbeddedStore(state / "openwhisk.sqlite3")
+    manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
+    identities = Identities.parse(args.auth)
+    front = await start_front(
+        bus=bus,
+        store=store,
+        clock=clock,
+        host=args.host,
+        port=args.port,
+        whisks_db=cfg.whisks_db,
+        activations_db=cfg.activations_db,
+        topic_prefix=cfg.topic_prefix,
+        identities=identities,
+        manifest=manifest,
+        limits=Limits(max_timeout_ms=args.max_timeout_ms, max_memory_mb=args.max_memory_mb),
+    )
+    backend = make_backend(
+        cfg.backend, state_dir=state, name_prefix=cfg.container_prefix, docker_host=cfg.docker_host
+    )
+    gpu_pool = None
+    if cfg.gpu_devices:
+        from gpu.integration import make_gpu_pool
+
+        gpu_pool = make_gpu_pool(cfg)
+    invoker = Invoker(
+        cfg,
+        bus=bus,
+        store=store,
+        backend=backend,
+        clock=clock,
+        manifest=manifest,
+        gpu_pool=gpu_pool,
+    )
+    admin = None
+    try:
+        await invoker.start()
+        if cfg.admin_port:
+            admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
+        await front.controller.wait_for_invokers(1, timeout_s=120)
+        guest = next(
+            (k for k, i in identities.by_key.items() if i.namespace == "guest"), GUEST_AUTH
+        )
+        print(
+            f"OpenWhisk API ready at {front.url} (policy {cfg.policy}, "
+            f"cores {list(cfg.action_cores)}, backend {backend.name})",
+            flush=True,
+        )
+        print(f"  wsk property set --apihost {front.url} --auth {guest}", flush=True)
+        if args.ready_file:
+            Path(args.ready_file).write_text(front.url)
+        await wait_for_signal()
+    finally:
+        if admin is not None:
+            await admin.cleanup()
+        await front.stop()
+        await invoker.stop(deadline_s=10)
+        await store.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = configuration.load(args, **_standalone_defaults(args))
+    logs.setup(cfg.log_level)
+    try:
+        asyncio.run(serve(args, cfg))
+    except TimeoutError:
+        print("the invoker did not become healthy in time", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _standalone_defaults(args: argparse.Namespace) -> dict[str, object]:
+    """Embedded-mode defaults that flags, environment or a config file still override."""
+    out: dict[str, object] = {}
+    if args.state_dir is None:
+        out["state_dir"] = ".state/standalone"
+    return out
