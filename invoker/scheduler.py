@@ -41,6 +41,7 @@ class NodeScheduler(Generic[T]):
         if len(set(cores)) != len(cores):
             raise ValueError("action cores must be distinct")
         self.policy = policy
+        self._priority = policy.priority
         self.cores = tuple(cores)
         self.stats = stats or FunctionStats()
         self._queue: list[tuple[float, int, Call[T]]] = []
@@ -59,9 +60,10 @@ class NodeScheduler(Generic[T]):
     def admit(self, function: str, payload: T, now: float) -> Call[T]:
         """Queue a received call; its priority is fixed now."""
         info = self.stats.arrive(function, now)
-        self._seq += 1
-        call = Call(function, payload, info.received, self.policy.priority(info), self._seq)
-        heapq.heappush(self._queue, (call.priority, call.seq, call))
+        self._seq = seq = self._seq + 1
+        priority = self._priority(info)
+        call = Call(function, payload, info.received, priority, seq)
+        heapq.heappush(self._queue, (priority, seq, call))
         return call
 
     def peek(self) -> Call[T] | None:

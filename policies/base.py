@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class CallInfo:
+class CallInfo(NamedTuple):
     """Everything a policy may read, fixed when the invoker receives the call.
 
     - ``received``: r'(i), when the invoker received the call (monotonic seconds).

@@ -78,17 +78,25 @@ class FunctionStats:
 
     def arrive(self, function: str, now: float) -> CallInfo:
         """Record a received call and return what its priority may depend on."""
-        now = max(now, self._latest)
+        if now < self._latest:
+            now = self._latest
         self._latest = now
-        fn = self._get(function)
-        previous = fn.last_received if fn.last_received is not None else now
+        fn = self._functions.get(function)
+        if fn is None:
+            fn = self._get(function)
+        else:
+            self._functions.move_to_end(function)
+        previous = fn.last_received
+        if previous is None:
+            previous = now
         fn.last_received = now
         arrivals = fn.arrivals
         arrivals.append(now)
         horizon = now - self.window_s
         while arrivals[0] <= horizon:
             arrivals.popleft()
-        expected = fn.mean if fn.known else self.prior()
+        durations = fn.durations
+        expected = fn.total / len(durations) if durations else self.prior()
         return CallInfo(now, expected, previous, len(arrivals))
 
     def finish(self, function: str, duration_s: float) -> None:
