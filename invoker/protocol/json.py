@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -16,8 +17,13 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value)
+    """Encode compactly. orjson stops at 254 levels of nesting while its parser accepts
+    1024, so anything we parsed can be written back: deeper values use the stdlib."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def dumps_str(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return dumps(value).decode()

@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# Start, stop and inspect the real services, all bound to 127.0.0.1.
+#
+#   scripts/services.sh start|stop|status|restart|kill|clean <kafka|couchdb|podman|all>...
+#
+# Each service runs in its own session (setsid), with a PID file and a log file in its state
+# dir ($OW_STATE_DIR/<service>, default .state/<service>). "start" returns once the service
+# really answers; "stop" sends SIGTERM to the recorded PID only and waits for it to exit;
+# "kill" sends SIGKILL (a crash, for fault tests); "clean" stops and deletes the service's
+# state (data included). Ports, credentials and timeouts come from the environment (see
+# docs/services.md); install the components first with scripts/install.sh.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${OW_CACHE_DIR:-$ROOT/.cache}"
+STATE_ROOT="${OW_STATE_DIR:-$ROOT/.state}"
+
+KAFKA_HOST="${KAFKA_HOST:-127.0.0.1}"
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+KAFKA_HEAP="${KAFKA_HEAP:--Xms64m -Xmx512m}"
+KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Xss512k}"
+KAFKA_MESSAGE_MAX_BYTES="${KAFKA_MESSAGE_MAX_BYTES:-2097152}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+
+COUCHDB_HOST="${COUCHDB_HOST:-127.0.0.1}"
+COUCHDB_PORT="${COUCHDB_PORT:-5984}"
+COUCHDB_USER="${COUCHDB_USER:-whisk_admin}"
+COUCHDB_PASSWORD="${COUCHDB_PASSWORD:-some_passw0rd}"
+COUCHDB_START_TIMEOUT="${COUCHDB_START_TIMEOUT:-30}"
+
+PODMAN_START_TIMEOUT="${PODMAN_START_TIMEOUT:-30}"
+STOP_TIMEOUT="${OW_STOP_TIMEOUT:-30}"
+
+if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+
+state_dir() { printf '%s/%s' "$STATE_ROOT" "$1"; }
+pid_file() { printf '%s/%s.pid' "$(state_dir "$1")" "$1"; }
+log_file() { printf '%s/%s.log' "$(state_dir "$1")" "$1"; }
+
+# The PID recorded for SERVICE, if that process is still alive and still ours: its command
+# line must mention the service's state dir (guards against a recycled PID).
+live_pid() {
+    local svc="$1" pf pid
+    pf="$(pid_file "$svc")"
+    [[ -f "$pf" ]] || return 1
+    pid="$(cat "$pf")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    [[ -r "/proc/$pid/cmdline" ]] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(state_dir "$svc")" || return 1
+    pid_alive "$pid" || return 1
+    printf '%s' "$pid"
+}
+
+pid_alive() { # a live process, not a zombie
+    [[ -r "/proc/$1/stat" ]] && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
+show_logs() { # the tail of every log in the service's state dir
+    local f
+    for f in "$(state_dir "$1")"/*.log; do
+        [[ -s "$f" ]] || continue
+        log "last lines of $f:"
+        tail -n 30 "$f" >&2 || true
+    done
+}
+
+# wait_ready SERVICE TIMEOUT PROBE-ARGS...: poll the probe until it passes, the process dies,
+# or TIMEOUT seconds pass; on failure print the log tail and fail.
+wait_ready() {
+    local svc="$1" timeout="$2" start now err
+    shift 2
+    start=$(date +%s%N)
+    while true; do
+        if err=$("$PY" "$ROOT/scripts/probe.py" "$@" 2>&1); then
+            now=$(date +%s%N)
+            log "$svc: ready in $(((now - start) / 1000000)) ms (pid $(cat "$(pid_file "$svc")"))"
+            return 0
+        fi
+        if ! pid_alive "$(cat "$(pid_file "$svc")")"; then
+            log "$svc: the process exited during start-up"
+            show_logs "$svc"
+            exit 1
+        fi
+        now=$(date +%s%N)
+        if (((now - start) / 1000000000 >= timeout)); then
+            log "$svc: not ready after ${timeout} s ($err)"
+            show_logs "$svc"
+            stop_service "$svc" || true
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
+
+# launch SERVICE CMD...: run CMD in its own session in the background, record its PID.
+launch() {
+    local svc="$1" sd
+    shift
+    sd="$(state_dir "$svc")"
+    mkdir -p "$sd"
+    : >"$(log_file "$svc")"
+    # Not a process-group leader here (no job control), so setsid execs in place: $! is the
+    # service's own PID.
+    (cd "$sd" && exec setsid "$@" </dev/null >>"$(log_file "$svc")" 2>&1) &
+    printf '%s' "$!" >"$(pid_file "$svc")"
+}
+
+port_in_use() {
+    "$PY" - "$1" "$2" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.settimeout(0.5)
+sys.exit(0 if s.connect_ex((sys.argv[1], int(sys.argv[2]))) == 0 else 1)
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+start_kafka() {
+    local sd lib cid
+    sd="$(state_dir kafka)"
+    lib="$CACHE/kafka/lib"
+    [[ -f "$CACHE/kafka/.installed" ]] || die "kafka is not installed: run scripts/install.sh kafka"
+    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+        port_in_use "$KAFKA_HOST" "$p" && die "kafka: $KAFKA_HOST:$p is already in use"
+    done
+    mkdir -p "$sd/data"
+    cat >"$sd/server.properties" <<EOF
+# Written by scripts/services.sh on each start: single-node KRaft broker+controller.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$sd/data
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=500
+message.max.bytes=$KAFKA_MESSAGE_MAX_BYTES
+replica.fetch.max.bytes=$KAFKA_MESSAGE_MAX_BYTES
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=8388608
+log.segment.bytes=67108864
+log.retention.hours=24
+EOF
+    cat >"$sd/log4j2.properties" <<EOF
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $sd/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+    # shellcheck disable=SC2206
+    local java=(java $KAFKA_HEAP $KAFKA_JVM_OPTS -Djava.awt.headless=true
+        "-Dlog4j2.configurationFile=$sd/log4j2.properties" "-Dkafka.logs.dir=$sd"
+        -cp "$lib/*")
+    if [[ ! -f "$sd/data/meta.properties" ]]; then
+        cid=$("$PY" -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+        log "kafka: formatting KRaft storage in $sd/data (cluster id $cid)"
+        "${java[@]}" kafka.tools.StorageTool format -t "$cid" -c "$sd/server.properties" \
+            >"$sd/format.log" 2>&1 || { cat "$sd/format.log" >&2; die "kafka: storage format failed"; }
+    fi
+    log "kafka: starting on $KAFKA_HOST:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT), state $sd"
+    launch kafka "${java[@]}" kafka.Kafka "$sd/server.properties"
+    # kafka.log gets the JVM's stdout/stderr; the broker's own log is server.log beside it.
+    wait_ready kafka "$KAFKA_START_TIMEOUT" kafka "$KAFKA_HOST:$KAFKA_PORT"
+}
+
+# ---------------------------------------------------------------------------------------------
+start_couchdb() {
+    local sd bin
+    sd="$(state_dir couchdb)"
+    bin="$CACHE/pouchdb/node_modules/.bin/pouchdb-server"
+    [[ -x "$bin" ]] || die "couchdb (pouchdb-server) is not installed: run scripts/install.sh couchdb"
+    port_in_use "$COUCHDB_HOST" "$COUCHDB_PORT" && die "couchdb: $COUCHDB_HOST:$COUCHDB_PORT is already in use"
+    mkdir -p "$sd/data"
+    # Written fresh before each start: the server rewrites it (hashing the password).
+    "$PY" - "$sd" "$COUCHDB_HOST" "$COUCHDB_PORT" "$COUCHDB_USER" "$COUCHDB_PASSWORD" <<'EOF'
+import json, sys
+sd, host, port, user, password = sys.argv[1:6]
+config = {
+    "admins": {user: password},
+    "httpd": {"bind_address": host, "port": int(port)},
+    "couchdb": {"database_dir": sd + "/data/"},
+    "log": {"file": sd + "/pouchdb.log", "level": "warning"},
+}
+with open(sd + "/config.json", "w") as f:
+    json.dump(config, f, indent=2)
+EOF
+    log "couchdb: starting pouchdb-server on $COUCHDB_HOST:$COUCHDB_PORT, data in $sd/data"
+    launch couchdb node "$(readlink -f "$bin")" --host "$COUCHDB_HOST" --port "$COUCHDB_PORT" \
+        --dir "$sd/data/" --config "$sd/config.json" -n
+    wait_ready couchdb "$COUCHDB_START_TIMEOUT" couchdb \
+        "http://$COUCHDB_HOST:$COUCHDB_PORT" "$COUCHDB_USER" "$COUCHDB_PASSWORD"
+}
+
+# ---------------------------------------------------------------------------------------------
+start_podman() {
+    local sd conf
+    sd="$(state_dir podman)"
+    conf="$CACHE/podman/containers.conf"
+    command -v podman >/dev/null || die "podman is not installed: run scripts/install.sh podman"
+    [[ -f "$conf" ]] || die "$conf is missing: run scripts/install.sh podman"
+    mkdir -p "$sd"
+    rm -f "$sd/podman.sock"
+    export CONTAINERS_CONF="$conf"
+    log "podman: starting the Docker-compatible API on unix://$sd/podman.sock"
+    launch podman podman system service --time=0 "unix://$sd/podman.sock"
+    wait_ready podman "$PODMAN_START_TIMEOUT" podman "$sd/podman.sock"
+}
+
+# ---------------------------------------------------------------------------------------------
+start_service() {
+    local svc="$1" pid
+    if pid=$(live_pid "$svc"); then
+        log "$svc: already running (pid $pid)"
+        return 0
+    fi
+    rm -f "$(pid_file "$svc")"
+    "start_$svc"
+}
+
+stop_service() {
+    local svc="$1" pid waited=0
+    if ! pid=$(live_pid "$svc"); then
+        rm -f "$(pid_file "$svc")"
+        log "$svc: not running"
+        return 0
+    fi
+    log "$svc: stopping pid $pid"
+    kill -TERM "$pid" 2>/dev/null || true
+    while live_pid "$svc" >/dev/null; do
+        if ((waited >= STOP_TIMEOUT * 10)); then
+            log "$svc: pid $pid still alive after ${STOP_TIMEOUT} s, sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.5
+            break
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    rm -f "$(pid_file "$svc")"
+    [[ "$svc" != podman ]] || rm -f "$(state_dir podman)/podman.sock"
+    log "$svc: stopped after $((waited / 10)).$((waited % 10)) s"
+}
+
+kill_service() { # crash it: SIGKILL, no clean shutdown (for fault tests)
+    local svc="$1" pid waited=0
+    if ! pid=$(live_pid "$svc"); then
+        rm -f "$(pid_file "$svc")"
+        log "$svc: not running"
+        return 0
+    fi
+    log "$svc: killing pid $pid (SIGKILL)"
+    kill -KILL "$pid" 2>/dev/null || true
+    while live_pid "$svc" >/dev/null && ((waited < 100)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    rm -f "$(pid_file "$svc")"
+    [[ "$svc" != podman ]] || rm -f "$(state_dir podman)/podman.sock"
+}
+
+status_service() {
+    local svc="$1" pid
+    if pid=$(live_pid "$svc"); then
+        echo "$svc: running (pid $pid), state $(state_dir "$svc")"
+    else
+        echo "$svc: stopped"
+        return 3
+    fi
+}
+
+clean_service() {
+    stop_service "$1"
+    log "$1: removing $(state_dir "$1")"
+    rm -rf "$(state_dir "$1")"
+}
+
+main() {
+    (($# >= 2)) || { sed -n '2,11p' "${BASH_SOURCE[0]}"; exit 2; }
+    local action="$1" rc=0
+    shift
+    local svcs=()
+    for s in "$@"; do
+        case "$s" in
+            all) svcs+=(kafka couchdb podman) ;;
+            kafka | couchdb | podman) svcs+=("$s") ;;
+            *) die "unknown service '$s' (kafka couchdb podman all)" ;;
+        esac
+    done
+    for s in "${svcs[@]}"; do
+        case "$action" in
+            start) start_service "$s" ;;
+            stop) stop_service "$s" ;;
+            restart) stop_service "$s" && start_service "$s" ;;
+            kill) kill_service "$s" ;;
+            status) status_service "$s" || rc=3 ;;
+            clean) clean_service "$s" ;;
+            *) die "unknown action '$action' (start stop status restart kill clean)" ;;
+        esac
+    done
+    return "$rc"
+}
+
+main "$@"

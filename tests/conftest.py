@@ -1,0 +1,113 @@
+"""Session fixtures for the real services (see tests/services.py and docs/services.md).
+
+    kafka         .bootstrap "127.0.0.1:19092", .host, .port, .stop() .start() .kill() .restart()
+    couchdb       .url "http://127.0.0.1:15984", .user, .password, .auth, .stop() .start() ...
+    podman        .docker_host "unix:///.../podman.sock", .socket_path, .busybox_image,
+                  .container_label, .remove_containers(label), .stop() .start() ...
+    wsk_cli       Path of the wsk binary
+    node_modules  Path of a node_modules folder holding the `openwhisk` npm client
+
+Each service starts the first time a test asks for it and stops at the end of the session.
+A missing component fails the test with the `scripts/install.sh <component>` to run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from services import (
+    COUCHDB_PASSWORD,
+    COUCHDB_TEST_PORT,
+    COUCHDB_USER,
+    KAFKA_TEST_PORT,
+    CouchDBService,
+    ExternalCouchDB,
+    ExternalKafka,
+    ExternalPodman,
+    KafkaService,
+    PodmanService,
+    Slot,
+    acquire_slot,
+    find_node_modules,
+    find_wsk,
+)
+
+
+@pytest.fixture(scope="session")
+def service_slot() -> Iterator[Slot]:
+    """Ports and a state dir no other pytest session on this machine uses."""
+    slot = acquire_slot()
+    yield slot
+    slot.release()
+
+
+@pytest.fixture(scope="session")
+def kafka(service_slot: Slot) -> Iterator[KafkaService]:
+    external = os.environ.get("OW_TEST_KAFKA_BOOTSTRAP")
+    if external:
+        yield ExternalKafka(external)
+        return
+    svc = KafkaService(
+        service_slot.state_dir,
+        port=service_slot.port(KAFKA_TEST_PORT),
+        controller_port=service_slot.port(KAFKA_TEST_PORT + 1),
+    )
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def couchdb(service_slot: Slot) -> Iterator[CouchDBService]:
+    external = os.environ.get("OW_TEST_COUCHDB_URL")
+    if external:
+        yield ExternalCouchDB(
+            external,
+            os.environ.get("OW_TEST_COUCHDB_USER", COUCHDB_USER),
+            os.environ.get("OW_TEST_COUCHDB_PASSWORD", COUCHDB_PASSWORD),
+        )
+        return
+    svc = CouchDBService(
+        service_slot.state_dir,
+        port=service_slot.port(COUCHDB_TEST_PORT),
+        user=COUCHDB_USER,
+        password=COUCHDB_PASSWORD,
+    )
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def podman(service_slot: Slot) -> Iterator[PodmanService]:
+    external = os.environ.get("OW_TEST_DOCKER_HOST")
+    if external:
+        yield ExternalPodman(external)
+        return
+    svc = PodmanService(service_slot.state_dir)
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def wsk_cli() -> Path:
+    return find_wsk()
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    return find_node_modules()

@@ -1,0 +1,409 @@
+"""Real services for the tests: Kafka, a CouchDB-API server, Podman's Docker API, the wsk CLI.
+
+The session fixtures in tests/conftest.py build these objects. Each service is started by
+scripts/services.sh (the same script a developer uses), lazily (the first time a test asks for
+it), on the tests' own ports and state dir so a locally running deployment is never touched:
+
+    Kafka    127.0.0.1:19092 (KRaft controller 19093)   state .state/test/kafka/
+    CouchDB  http://127.0.0.1:15984 whisk_admin / some_passw0rd   state .state/test/couchdb/
+    Podman   unix://<repo>/.state/test/podman/podman.sock
+
+If another pytest session already holds those (a lock file per slot), the next slot is used:
+ports + 10, state in .state/test-1/, and so on. Each session starts from empty data.
+
+Point the tests at services that already run instead (then stop()/start() skip the test):
+    OW_TEST_KAFKA_BOOTSTRAP=host:port
+    OW_TEST_COUCHDB_URL=http://host:port  OW_TEST_COUCHDB_USER=...  OW_TEST_COUCHDB_PASSWORD=...
+    OW_TEST_DOCKER_HOST=unix:///path/to/docker.sock
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO_ROOT / "scripts"
+CACHE = Path(os.environ.get("OW_CACHE_DIR", REPO_ROOT / ".cache"))
+TEST_STATE_ROOT = Path(os.environ.get("OW_TEST_STATE_DIR", REPO_ROOT / ".state"))
+
+KAFKA_TEST_PORT = 19092
+COUCHDB_TEST_PORT = 15984
+COUCHDB_USER = "whisk_admin"
+COUCHDB_PASSWORD = "some_passw0rd"
+BUSYBOX_IMAGE = "localhost/ow-busybox:latest"
+# Label put on containers the tests create, so leftovers can be removed by label.
+TEST_CONTAINER_LABEL = "ow-invoker-test"
+
+_MAX_SLOTS = 20
+
+
+class ServiceError(RuntimeError):
+    """A service did not start or stop; the message carries the script's output."""
+
+
+def unique_name(prefix: str = "t") -> str:
+    """A fresh name for a topic, database or container."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _install_hint(component: str) -> str:
+    return f"run `scripts/install.sh {component}` (or `scripts/install.sh all`)"
+
+
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Slot:
+    """A set of ports and a state dir that this pytest session holds exclusively."""
+
+    index: int
+    state_dir: Path
+    lock: IO[str] = field(repr=False)
+
+    def port(self, base: int) -> int:
+        return base + 10 * self.index
+
+    def release(self) -> None:
+        self.lock.close()
+
+
+def acquire_slot() -> Slot:
+    """Take the first free test slot (0: .state/test, 1: .state/test-1, ...)."""
+    TEST_STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    for index in range(_MAX_SLOTS):
+        name = "test" if index == 0 else f"test-{index}"
+        lock = open(TEST_STATE_ROOT / f"{name}.lock", "w")  # noqa: SIM115 - held for the session
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return Slot(index, TEST_STATE_ROOT / name, lock)
+    raise ServiceError(f"all {_MAX_SLOTS} test slots under {TEST_STATE_ROOT} are in use")
+
+
+# ------------------------------------------------------------------------------------------
+class ManagedService:
+    """A service this session starts and stops through scripts/services.sh."""
+
+    name = ""
+    component = ""  # the scripts/install.sh component that provides it
+    external = False
+
+    def __init__(self, state_root: Path, env: dict[str, str]):
+        self.state_root = state_root
+        self.state_dir = state_root / self.name
+        self._env = {**os.environ, "OW_STATE_DIR": str(state_root), **env}
+        self.started = False
+
+    # -- script plumbing -------------------------------------------------------------------
+    def _script(self, action: str, timeout: float = 180) -> str:
+        proc = subprocess.run(
+            [str(SCRIPTS / "services.sh"), action, self.name],
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if proc.returncode != 0 and action != "status":
+            raise ServiceError(
+                f"scripts/services.sh {action} {self.name} failed (exit {proc.returncode}):\n"
+                f"{proc.stdout}"
+            )
+        return proc.stdout
+
+    def check_installed(self) -> None:
+        """pytest.fail with the install command when the component is missing."""
+
+    # -- what tests use --------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the service (no-op when it runs) and wait until it answers."""
+        self._script("start")
+        self.started = True
+
+    def stop(self) -> None:
+        """Stop it gracefully (SIGTERM to the recorded PID) and wait for the exit."""
+        self._script("stop")
+
+    def kill(self) -> None:
+        """Crash it: SIGKILL to the recorded PID, no clean shutdown."""
+        self._script("kill")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def is_running(self) -> bool:
+        return "running" in self._script("status").split(":", 1)[-1]
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / f"{self.name}.log"
+
+    # -- session life cycle ----------------------------------------------------------------
+    def setup(self) -> None:
+        """First start in a session: stop a leftover of a crashed session, wipe old data."""
+        self.check_installed()
+        self._script("clean")
+        self.start()
+
+    def teardown(self) -> None:
+        if self.started:
+            try:
+                self.stop()
+            except ServiceError as exc:  # keep going: the other services must stop too
+                print(f"teardown of {self.name}: {exc}")
+
+
+class _External:
+    """Mixin for a service given by the environment: never started or stopped here."""
+
+    external = True
+
+    def setup(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def start(self) -> None:
+        pytest.skip(f"{self.name} is an external service (from the environment): not restartable")
+
+    stop = kill = restart = start
+
+
+# ------------------------------------------------------------------------------------------
+class KafkaService(ManagedService):
+    """Apache Kafka (KRaft, single node). `bootstrap` is "127.0.0.1:<port>"."""
+
+    name = "kafka"
+    component = "kafka"
+
+    def __init__(self, state_root: Path, port: int, controller_port: int):
+        self.host = "127.0.0.1"
+        self.port = port
+        self.controller_port = controller_port
+        super().__init__(
+            state_root,
+            {
+                "KAFKA_HOST": self.host,
+                "KAFKA_PORT": str(port),
+                "KAFKA_CONTROLLER_PORT": str(controller_port),
+            },
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "server.log"
+
+    def check_installed(self) -> None:
+        if not (CACHE / "kafka" / ".installed").is_file():
+            pytest.fail(f"Kafka is not installed: {_install_hint('kafka')}", pytrace=False)
+        if shutil.which("java") is None:
+            pytest.fail("java is not on PATH (Kafka needs Java 17+)", pytrace=False)
+
+
+class ExternalKafka(_External, KafkaService):
+    def __init__(self, bootstrap: str):
+        self.name = "kafka"
+        host, _, port = bootstrap.rpartition(":")
+        self.host, self.port, self.controller_port = host, int(port), None
+        self._bootstrap = bootstrap
+        self.started = False
+
+    @property
+    def bootstrap(self) -> str:
+        return self._bootstrap
+
+
+# ------------------------------------------------------------------------------------------
+class CouchDBService(ManagedService):
+    """A CouchDB-API server (pouchdb-server, LevelDB under the state dir).
+
+    `url` has no credentials in it; send `user`/`password` with every request (an
+    unauthenticated PUT of a database crashes pouchdb-server once an admin exists).
+    """
+
+    name = "couchdb"
+    component = "couchdb"
+
+    def __init__(self, state_root: Path, port: int, user: str, password: str):
+        self.host = "127.0.0.1"
+        self.port = port
+        self.user = user
+        self.password = password
+        super().__init__(
+            state_root,
+            {
+                "COUCHDB_HOST": self.host,
+                "COUCHDB_PORT": str(port),
+                "COUCHDB_USER": user,
+                "COUCHDB_PASSWORD": password,
+            },
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        return (self.user, self.password)
+
+    def check_installed(self) -> None:
+        if not (CACHE / "pouchdb" / "node_modules" / ".bin" / "pouchdb-server").exists():
+            pytest.fail(
+                f"the CouchDB-API server (pouchdb-server) is not installed: "
+                f"{_install_hint('couchdb')}",
+                pytrace=False,
+            )
+
+
+class ExternalCouchDB(_External, CouchDBService):
+    def __init__(self, url: str, user: str, password: str):
+        self.name = "couchdb"
+        self._url = url.rstrip("/")
+        self.user, self.password = user, password
+        self.started = False
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+
+# ------------------------------------------------------------------------------------------
+class PodmanService(ManagedService):
+    """Podman's Docker-compatible API on a unix socket (`docker_host` is "unix://...")."""
+
+    name = "podman"
+    component = "podman"
+    busybox_image = BUSYBOX_IMAGE
+    container_label = TEST_CONTAINER_LABEL
+
+    def __init__(self, state_root: Path):
+        # A unix socket path must stay under ~108 bytes; fall back to a short temp dir.
+        if len(str(state_root / "podman" / "podman.sock")) > 100:
+            state_root = Path(tempfile.mkdtemp(prefix="ow-test-"))
+        super().__init__(state_root, {})
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_dir / "podman.sock"
+
+    @property
+    def docker_host(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def _podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "CONTAINERS_CONF": str(CACHE / "podman" / "containers.conf")}
+        return subprocess.run(
+            ["podman", *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def check_installed(self) -> None:
+        if shutil.which("podman") is None or shutil.which("runc") is None:
+            pytest.fail(f"podman/runc are not installed: {_install_hint('podman')}", pytrace=False)
+        if not (CACHE / "podman" / "containers.conf").is_file():
+            pytest.fail(
+                f"{CACHE / 'podman' / 'containers.conf'} is missing: {_install_hint('podman')}",
+                pytrace=False,
+            )
+        info = self._podman("info", "--format", "{{.Host.OCIRuntime.Name}}")
+        if info.returncode != 0:
+            pytest.skip(f"podman cannot run on this machine: {info.stderr.strip()[-500:]}")
+        if self._podman("image", "exists", self.busybox_image).returncode != 0:
+            pytest.fail(
+                f"image {self.busybox_image} is missing: run `scripts/images.sh` "
+                f"(part of `scripts/install.sh podman`)",
+                pytrace=False,
+            )
+
+    def remove_containers(self, label: str = TEST_CONTAINER_LABEL) -> None:
+        """Force-remove every container that carries `label` (any value)."""
+        ids = self._podman("ps", "-aq", "--filter", f"label={label}").stdout.split()
+        if ids:
+            self._podman("rm", "-f", "-t", "0", *ids)
+
+    def setup(self) -> None:
+        self.check_installed()
+        self.remove_containers()
+        self._script("clean")
+        try:
+            self.start()
+        except ServiceError as exc:
+            pytest.skip(f"podman's API service cannot run on this machine: {exc}")
+
+    def teardown(self) -> None:
+        if self.started:
+            self.remove_containers()
+        super().teardown()
+
+
+class ExternalPodman(_External, PodmanService):
+    def __init__(self, docker_host: str):
+        self.name = "podman"
+        self._docker_host = docker_host
+        self.started = False
+
+    @property
+    def docker_host(self) -> str:
+        return self._docker_host
+
+    @property
+    def socket_path(self) -> Path:
+        return Path(self._docker_host.removeprefix("unix://"))
+
+
+# ------------------------------------------------------------------------------------------
+def find_wsk() -> Path:
+    """The wsk CLI: $WSK_BIN, else .cache/bin/wsk; skip when the install recorded that it
+    cannot be built here; fail when nobody tried to install it."""
+    env_bin = os.environ.get("WSK_BIN")
+    if env_bin:
+        path = Path(env_bin)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            pytest.fail(f"WSK_BIN={env_bin} is not an executable file", pytrace=False)
+        return path
+    path = CACHE / "bin" / "wsk"
+    if path.exists() and os.access(path, os.X_OK):
+        return path
+    unavailable = CACHE / "wsk" / "UNAVAILABLE"
+    if unavailable.is_file():
+        pytest.skip(
+            "the wsk CLI could not be built on this machine (set WSK_BIN to a wsk binary): "
+            + unavailable.read_text().strip().replace("\n", " ")[:400]
+        )
+    pytest.fail(f"the wsk CLI is not installed: {_install_hint('wsk')}", pytrace=False)
+
+
+def find_node_modules() -> Path:
+    """The node_modules folder that holds the official `openwhisk` JS client."""
+    path = CACHE / "node" / "node_modules"
+    if not (path / "openwhisk" / "package.json").is_file():
+        pytest.fail(
+            f"the openwhisk npm client is not installed: {_install_hint('openwhisk-js')}",
+            pytrace=False,
+        )
+    return path
