@@ -151,7 +151,9 @@ class ActivationRunner:
         logs_bytes = action.limits.logs_mb * MIB
         result_sent: asyncio.Task[None] | None = None
         if msg.blocking and logs_bytes > 0:
-            result_sent = asyncio.create_task(self.acks.result(msg.controller, msg.transid, record))
+            result_sent = asyncio.create_task(
+                self.acks.result(msg.controller, msg.transid, dict(record))
+            )
         healthy = not developer_error
         if logs_bytes > 0:
             lines, ok = await self._logs(container, action, logs_bytes, developer_error)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Install the real services and tools the tests and a local run need, cached under .cache/.
 #
-#   scripts/install.sh [python|kafka|couchdb|podman|images|wsk|openwhisk-js|all]...
+#   scripts/install.sh [core|python|kafka|couchdb|podman|images|wsk|aio|openwhisk-js|all]...
+#
+# core: the package alone (what `scripts/run.sh` needs); python: with the test, gpu (torch)
+# and experiments extras; aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by
+# others that the tests drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli).
 #
 # Idempotent: each component writes a stamp when it is complete and is skipped when its stamp
 # matches. Remove .cache/<component> (or set OW_FORCE_INSTALL=1) to reinstall. See docs/services.md.
@@ -16,6 +20,7 @@ KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 KAFKA_SCALA="${KAFKA_SCALA:-2.13}"
 POUCHDB_SERVER_VERSION="${POUCHDB_SERVER_VERSION:-4.2.0}"
 OPENWHISK_JS_VERSION="${OPENWHISK_JS_VERSION:-3}"
+AIO_RUNTIME_VERSION="${AIO_RUNTIME_VERSION:-8}"
 # github.com/apache/openwhisk-cli has no semver tags; this is the pseudo-version of its newest
 # commit (23f3cf7, 2024-09-24). Override with WSK_CLI_VERSION.
 WSK_CLI_VERSION="${WSK_CLI_VERSION:-v0.0.0-20240924142310-23f3cf73b812}"
@@ -243,6 +248,33 @@ install_openwhisk_js() {
     stamp_write "$dir" "$want"
 }
 
+install_core() {
+    if [[ -x "$VENV/bin/ow-invoker" ]] && "$VENV/bin/python" -c 'import aiokafka, aiohttp, orjson' 2>/dev/null; then
+        log "core: ow-invoker already installed in $VENV"
+        return
+    fi
+    [[ -x "$VENV/bin/python" ]] || "$PYTHON_BIN" -m venv "$VENV" || die "core: venv creation failed"
+    log "core: pip install -e . into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT" \
+        || die "core: pip install failed"
+}
+
+install_aio() {
+    local dir="$CACHE/aio" want="@adobe/aio-cli-plugin-runtime@$AIO_RUNTIME_VERSION"
+    if stamp_ok "$dir" "$want" && [[ -d "$dir/node_modules/@adobe/aio-cli-plugin-runtime" ]]; then
+        log "aio: $want already in $dir/node_modules"
+        return
+    fi
+    mkdir -p "$dir"
+    [[ -f "$dir/package.json" ]] || printf '{"name":"ow-aio-cli","private":true}\n' >"$dir/package.json"
+    log "aio: npm install $want"
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$want") \
+        || die "aio: npm install $want failed"
+    NODE_PATH="$dir/node_modules" node "$ROOT/scripts/aio-runtime.js" runtime --help >/dev/null \
+        || die "aio: the runtime CLI does not start"
+    stamp_write "$dir" "$want"
+}
+
 # ---------------------------------------------------------------------------------------------
 main() {
     local comps=("$@")
@@ -250,13 +282,13 @@ main() {
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(python kafka couchdb podman wsk openwhisk-js) ;;
-            python | kafka | couchdb | podman | images | wsk | openwhisk-js) expanded+=("$c") ;;
+            all) expanded+=(python kafka couchdb podman wsk aio openwhisk-js) ;;
+            core | python | kafka | couchdb | podman | images | wsk | aio | openwhisk-js) expanded+=("$c") ;;
             -h | --help)
                 sed -n '2,8p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (python kafka couchdb podman images wsk openwhisk-js all)" ;;
+            *) die "unknown component '$c' (core python kafka couchdb podman images wsk aio openwhisk-js all)" ;;
         esac
     done
     mkdir -p "$CACHE"
@@ -264,7 +296,9 @@ main() {
     [[ " ${comps[*]} " == *" all "* ]] && wsk_optional=1
     for c in "${expanded[@]}"; do
         case "$c" in
+            core) timed core install_core ;;
             python) timed python install_python ;;
+            aio) timed aio install_aio ;;
             kafka) timed kafka install_kafka ;;
             couchdb) timed couchdb install_couchdb ;;
             podman) timed podman install_podman ;;

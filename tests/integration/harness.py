@@ -1,0 +1,221 @@
+"""An invoker under test, wired to the real Kafka, the real CouchDB-API server and a real
+container backend, plus a controller stub that speaks the stock controller's formats."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import uuid
+import zipfile
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from containers.backend import ContainerBackend
+from containers.process import ProcessBackend
+from invoker.bus.kafka import KafkaBus
+from invoker.clock import SystemClock
+from invoker.config import InvokerConfig
+from invoker.protocol import QualifiedName, dumps, loads
+from invoker.protocol.controller import action_document, activation_message
+from invoker.service import Invoker
+from invoker.store.couch import CouchStore
+
+PY_HELLO = b"""
+import sys
+def main(args):
+    print("hello stdout")
+    print("hello stderr", file=sys.stderr)
+    return {"greeting": "Hello " + args.get("name", "stranger")}
+"""
+NODE_ECHO = b"function main(params) { console.log('node says hi'); return params; }"
+
+
+def python_zip(files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return buf.getvalue()
+
+
+@dataclass
+class ControllerStub:
+    """Publishes ActivationMessages and reads acks and pings like a stock controller."""
+
+    bootstrap: str
+    config: InvokerConfig
+    store: CouchStore
+    producer: AIOKafkaProducer | None = None
+    acks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    pings: list[dict[str, Any]] = field(default_factory=list)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, max_request_size=2_000_000
+        )
+        await self.producer.start()
+        for topic, sink in (
+            (self.config.completed_topic("0"), self._on_ack),
+            (self.config.health_topic, self._on_ping),
+        ):
+            self._tasks.append(asyncio.create_task(self._read(topic, sink)))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.producer is not None:
+            await self.producer.stop()
+
+    async def _read(self, topic: str, sink) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+        )
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            while topic not in (await consumer.topics()):
+                await asyncio.sleep(0.1)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            async for m in consumer:
+                sink(loads(m.value))
+                self._changed.set()
+        finally:
+            await consumer.stop()
+
+    def _on_ack(self, ack: dict[str, Any]) -> None:
+        response = ack.get("response")
+        aid = ack.get("activationId") or (
+            response if isinstance(response, str) else response["activationId"]
+        )
+        self.acks.setdefault(aid, []).append(ack)
+
+    def _on_ping(self, ping: dict[str, Any]) -> None:
+        self.pings.append(ping)
+
+    async def create_action(
+        self,
+        name: str,
+        code: bytes | None,
+        *,
+        kind: str = "python:3.11",
+        namespace: str = "guest",
+        binary: bool = False,
+        revision_check: bool = True,
+        **kw: Any,
+    ) -> tuple[QualifiedName, str]:
+        doc = action_document(namespace, name, kind=kind, code=code, binary=binary, **kw)
+        rev = await self.store.put(self.config.whisks_db, doc)
+        att = doc["exec"].get("code", {}).get("attachmentName", "")
+        if att.startswith("couch:"):
+            rev = await self.store.put_attachment(
+                self.config.whisks_db,
+                doc["_id"],
+                rev,
+                att[6:],
+                code,
+                doc["exec"]["code"]["attachmentType"],
+            )
+        return QualifiedName(namespace, name, "0.0.1"), rev
+
+    async def publish_raw(self, value: bytes) -> None:
+        assert self.producer is not None
+        await self.producer.send_and_wait(self.config.invoker_topic, value)
+
+    async def invoke(
+        self,
+        action: QualifiedName,
+        revision: str | None,
+        *,
+        blocking: bool = True,
+        content: Any = None,
+        **kw: Any,
+    ) -> str:
+        msg = activation_message(
+            action,
+            revision,
+            start_ms=SystemClock().epoch_ms(),
+            blocking=blocking,
+            content=content,
+            **kw,
+        )
+        await self.publish_raw(dumps(msg.to_json()))
+        return msg.activation_id
+
+    async def wait_acks(self, aid: str, count: int = 1, timeout_s: float = 30) -> list[dict]:
+        async with asyncio.timeout(timeout_s):
+            while len(self.acks.get(aid, [])) < count:
+                self._changed.clear()
+                await self._changed.wait()
+        return self.acks[aid]
+
+    async def wait_completion(self, aid: str, timeout_s: float = 30) -> list[dict]:
+        async with asyncio.timeout(timeout_s):
+            while not any("instance" in a for a in self.acks.get(aid, [])):
+                self._changed.clear()
+                await self._changed.wait()
+        return self.acks[aid]
+
+    async def record(self, aid: str, namespace: str = "guest", timeout_s: float = 15) -> dict:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                doc = await self.store.get(self.config.activations_db, f"{namespace}/{aid}")
+                if doc is not None:
+                    return doc
+                await asyncio.sleep(0.05)
+
+
+def test_config(tmp_path: Path, **overrides: Any) -> InvokerConfig:
+    tag = uuid.uuid4().hex[:8]
+    values: dict[str, Any] = dict(
+        topic_prefix=f"t{tag}_",
+        db_prefix=f"t{tag}_",
+        state_dir=str(tmp_path / "state"),
+        policy="fifo",
+        action_cores=(0,),
+        user_memory_mb=1024,
+        pause_grace_s=60,
+        instance=0,
+        # Container names (and the process backend's cgroups) are host-wide: a unique name
+        # keeps test invokers from reaping each other's containers, or anyone else's.
+        unique_name=f"t{tag}",
+    )
+    values.update(overrides)
+    return InvokerConfig(**values)
+
+
+@asynccontextmanager
+async def running_invoker(
+    kafka, couchdb, tmp_path: Path, backend: ContainerBackend | None = None, **overrides: Any
+):
+    """Yield (invoker, controller stub) on the real services; everything stopped after."""
+    config = test_config(tmp_path, **overrides)
+    bus = KafkaBus(kafka.bootstrap, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    store = CouchStore(couchdb.url, couchdb.user, couchdb.password)
+    for db in (config.whisks_db, config.activations_db):
+        await store.ensure_db(db)
+    backend = backend or ProcessBackend(
+        state_dir=tmp_path / "containers", name_prefix=config.container_prefix
+    )
+    invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=SystemClock())
+    stub = ControllerStub(kafka.bootstrap, config, store)
+    await invoker.start()
+    await stub.start()
+    try:
+        yield invoker, stub
+    finally:
+        await stub.stop()
+        await invoker.stop(deadline_s=5)
+        await store.close()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
