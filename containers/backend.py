@@ -52,6 +52,7 @@ class HttpResult:
     status: int
     body: bytes
     elapsed_s: float
+    length: int | None = None  # the body's true length when more than ``body`` was sent
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,7 @@ class Job:
     partition: int
     offset: int
     received: float  # clock.now() at receipt
+    admitted: float = 0.0  # clock.now() when queued for a core (after parse and fetch)
     max_payload: int = MIB
     platform_env: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +67,8 @@ class Outcome:
     response: ActivationResponse
     run_s: float | None  # processing time of /run, for E[p] (None if it never ran)
     healthy: bool  # whether the container may be reused
+    # What is left once the container and the core are free: the acks and the record.
+    answer: Coroutine[Any, Any, None] | None = None
 
 
 class ActivationRunner:
@@ -85,11 +89,14 @@ class ActivationRunner:
         self.sentinelled = sentinelled
 
     async def run(self, job: Job, lease: Lease, cores: frozenset[int]) -> Outcome:
-        """Run the job in the leased container; acks and the record are sent by ``answer``."""
+        """Run the job in the leased container and collect its logs. The caller frees the
+        core and the container, then awaits ``Outcome.answer`` (acks and the record), so
+        the next call never waits for the bus or the database."""
         msg, action = job.msg, job.action
         timeout_s = action.limits.timeout_ms / 1000
         start_ms = self.clock.epoch_ms()
         init_ms: int | None = None
+        init_s = 0.0
         t_start = self.clock.now()
         self.metrics.starts.labels(lease.how.value).inc()
         try:
@@ -115,7 +122,8 @@ class ActivationRunner:
             response, timed_out = await self._call(
                 container, "init", dumps(body), timeout_s, during_init=True
             )
-            init_ms = round((self.clock.now() - t0) * 1000)
+            init_s = self.clock.now() - t0
+            init_ms = round(init_s * 1000)
             if response is None:
                 self.pool.mark_initialized(lease)
         run_s: float | None = None
@@ -151,6 +159,7 @@ class ActivationRunner:
         logs_bytes = action.limits.logs_mb * MIB
         result_sent: asyncio.Task[None] | None = None
         if msg.blocking and logs_bytes > 0:
+            self._added_latency(job, t_start, (run_s or 0.0) + init_s)
             result_sent = asyncio.create_task(
                 self.acks.result(msg.controller, msg.transid, dict(record))
             )
@@ -159,10 +168,16 @@ class ActivationRunner:
             lines, ok = await self._logs(container, action, logs_bytes, developer_error)
             record["logs"] = lines
             healthy = healthy and ok
-        overhead = self.clock.now() - t_start - (run_s or 0.0) - (init_ms or 0) / 1000
-        self.metrics.overhead.observe(max(0.0, overhead))
-        await self._finish(job, record, response, result_sent)
-        return Outcome(response, run_s, healthy)
+        if result_sent is None:
+            self._added_latency(job, t_start, (run_s or 0.0) + init_s)
+        return Outcome(response, run_s, healthy, self._finish(job, record, response, result_sent))
+
+    def _added_latency(self, job: Job, dispatched: float, in_container_s: float) -> None:
+        """The invoker's own time for a call, up to handing its result ack to the bus:
+        receipt to ack, minus the time in /init and /run and the time queued for a core."""
+        queued = max(0.0, dispatched - job.admitted) if job.admitted else 0.0
+        added = self.clock.now() - job.received - queued - in_container_s
+        self.metrics.observe_added_latency(max(0.0, added))
 
     async def _call(
         self,
@@ -180,7 +195,7 @@ class ActivationRunner:
                 answer: HttpResult = await container.init(body, timeout_s)
                 return interpret_init(answer.status, answer.body), False
             answer = await container.run(body, timeout_s)
-            return interpret_run(answer.status, answer.body, max_payload), False
+            return interpret_run(answer.status, answer.body, max_payload, answer.length), False
         except TimeoutError:
             ms = int(timeout_s * 1000)
             return ActivationResponse.error(

@@ -3,7 +3,7 @@ one process, as in the embedded mode and the tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -72,9 +72,21 @@ class InvokerMetrics:
             "invoker_spooled_records", "Records waiting on disk for the database", registry=r
         )
         self.enabled = Gauge("invoker_enabled", "1 while the invoker takes work", registry=r)
+        # Exact recent samples beside the histogram, for percentiles in /status and benchmarks.
+        self.added_latency_samples: deque[float] = deque(maxlen=100_000)
 
-    def gauge_callback(self, gauge: Gauge, fn: Callable[[], float]) -> None:
-        gauge.set_function(fn)
+    def observe_added_latency(self, seconds: float) -> None:
+        self.overhead.observe(seconds)
+        self.added_latency_samples.append(seconds)
+
+    def added_latency_percentiles(self) -> dict[str, float]:
+        values = sorted(self.added_latency_samples)
+        if not values:
+            return {}
+        return {
+            f"p{q}_ms": values[min(len(values) - 1, len(values) * q // 100)] * 1000
+            for q in (50, 99)
+        }
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -263,6 +263,7 @@ class Invoker:
             "warmStarts": self.pool.warm_starts,
             "spooledRecords": self.records.spooled_now,
             "functions": len(self.scheduler.stats),
+            "addedLatency": self.metrics.added_latency_percentiles(),
         }
 
     # -- background loops --
@@ -389,6 +390,7 @@ class Invoker:
                 return
             if self.gpu_pool is not None and self.gpu_pool.routes(action):
                 job.platform_env.update(self.gpu_pool.action_env())
+            job.admitted = self.clock.now()
             self.scheduler.admit(action.docid, job, received)
             self._wake()
         except Exception:
@@ -438,7 +440,14 @@ class Invoker:
         outcome = None
         answered = False
         try:
-            outcome = await self.runner.run(job, lease, cores)
+            try:
+                outcome = await self.runner.run(job, lease, cores)
+            finally:
+                self.scheduler.finish(call, outcome.run_s if outcome else None)
+                self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
+                self._wake()
+            if outcome.answer is not None:
+                await outcome.answer
             answered = True
         except asyncio.CancelledError:
             # Shutdown deadline: hand the call back. Its offset stays uncommitted, so the
@@ -453,12 +462,11 @@ class Invoker:
             await self.runner.answer_unrun(job, response)
             answered = True
         finally:
-            self.scheduler.finish(call, outcome.run_s if outcome else None)
-            self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
+            if outcome is not None and outcome.answer is not None and not answered:
+                outcome.answer.close()  # never started (cancelled before): nothing to await
             if answered:
                 self.offsets.finished(job.partition, job.offset)
             self.pending -= 1
-            self._wake()
 
     async def _commit(self) -> None:
         positions = self.offsets.committable()

@@ -107,16 +107,18 @@ def run_body(msg: ActivationMessage, action: Action, deadline_ms: int) -> dict[s
 
 
 def interpret_run(
-    status: int, body: bytes, max_payload: int = MAX_PAYLOAD_BYTES
+    status: int, body: bytes, max_payload: int = MAX_PAYLOAD_BYTES, length: int | None = None
 ) -> ActivationResponse:
-    """Map a ``/run`` HTTP response to the activation's result and status code."""
-    if len(body) > max_payload:
+    """Map a ``/run`` HTTP response to the activation's result and status code. ``length``
+    is the body's true size when the client kept only its first ``max_payload + 1`` bytes."""
+    size = max(length or 0, len(body))
+    if size > max_payload:
         truncated = body[:max_payload].decode("utf-8", "replace")
         return ActivationResponse.error(
             StatusCode.APPLICATION_ERROR,
             "The action produced a response that exceeded the allowed length: "
-            f"{len(body)} > {max_payload} bytes. The truncated response was: {truncated}",
-            len(body),
+            f"{size} > {max_payload} bytes. The truncated response was: {truncated}",
+            size,
         )
     text = body.decode("utf-8", "replace")
     size = len(text)

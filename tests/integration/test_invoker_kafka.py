@@ -131,7 +131,7 @@ async def test_zip_action_stored_as_attachment_and_init_args(live):
         (b"def main(a) syntax error\n", 2, ""),
         (b"import os\ndef main(a):\n    os._exit(3)\n", 2, "exited unexpectedly"),
         (b"def main(a):\n    return 42\n", 2, "dictionary or array"),
-        (b"def main(a):\n    raise ValueError('bad input')\n", 2, "bad input"),
+        (b"def main(a):\n    raise ValueError('bad input')\n", 1, "bad input"),
     ],
     ids=["application-error", "init-failure", "crash", "not-a-dict", "exception"],
 )

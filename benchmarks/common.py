@@ -1,0 +1,35 @@
+"""Shared by the benchmarks: real services started by the project's scripts on their own
+ports (so a benchmark never disturbs a running deployment or test session)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService, KafkaService  # noqa: E402
+
+STATE = ROOT / ".state" / "bench"
+
+
+@contextmanager
+def kafka_and_couchdb(kafka_port: int = 29092, couchdb_port: int = 25984) -> Iterator[tuple]:
+    kafka = KafkaService(STATE, port=kafka_port, controller_port=kafka_port + 1)
+    couch = CouchDBService(STATE, port=couchdb_port, user=COUCHDB_USER, password=COUCHDB_PASSWORD)
+    try:
+        kafka.setup()
+        couch.setup()
+        yield kafka, couch
+    finally:
+        kafka.teardown()
+        couch.teardown()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * q / 100))] if v else float("nan")

@@ -1,0 +1,267 @@
+"""Per-container memory (and CPU-share) cgroups for the process backend.
+
+cgroup v1 (``memory`` and ``cpu`` hierarchies, as on hybrid hosts) is preferred when its
+memory controller is mounted; otherwise cgroup v2 when a parent with the memory controller
+delegated can be found. Container cgroups are created *under the invoker's own cgroup* (v1)
+so the invoker's own limits still bound them, and are named after the container, which
+carries the invoker's name prefix, so leftovers of a crashed invoker can be found.
+
+Each container cgroup gets ``memory.limit_in_bytes`` (+ ``memory.memsw.limit_in_bytes``, so no
+swap either) or ``memory.max`` + ``memory.swap.max``, and ``cpu.shares`` / ``cpu.weight`` when
+asked. The zygote creates, names and limits them (it forks children into spare cgroups ahead
+of demand, because joining one costs an RCU grace period, ~10 ms on v1, and renames one on
+assignment); this module finds where they go, reads OOM kills (``memory.oom_control`` /
+``memory.events``), kills what is left and removes them.
+
+When no cgroup is usable :func:`probe` says why and the backend falls back to ``RLIMIT_AS``
+in the child, which is weaker: it limits address space rather than memory, surfaces as
+``MemoryError`` (or a failed allocation) instead of a kill, and cannot be reported by
+``was_oom_killed``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROC_CGROUP = "/proc/self/cgroup"
+PROC_MOUNTINFO = "/proc/self/mountinfo"
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """``/proc/<pid>/cgroup`` → controller → path (``""`` is the v2 unified hierarchy)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if not controllers:
+            out[""] = path
+        for c in controllers.split(","):
+            if c:
+                out[c] = path
+    return out
+
+
+def parse_mountinfo(text: str) -> dict[str, tuple[str, str]]:
+    """cgroup mounts: controller (``""`` for v2) → (mount point, root of the mount)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        fields, rfields = left.split(), right.split()
+        if len(fields) < 5 or len(rfields) < 3:
+            continue
+        root, mount = _unescape(fields[3]), _unescape(fields[4])
+        fstype, options = rfields[0], rfields[2].split(",")
+        if fstype == "cgroup2":
+            out.setdefault("", (mount, root))
+        elif fstype == "cgroup":
+            for opt in options:
+                if opt in ("memory", "cpu", "cpuset", "cpuacct", "pids", "freezer"):
+                    out.setdefault(opt, (mount, root))
+    return out
+
+
+def _unescape(path: str) -> str:
+    return (
+        path.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+    )
+
+
+def _own_dir(mount: str, root: str, path: str) -> Path:
+    if root != "/" and (path == root or path.startswith(root + "/")):
+        path = path[len(root) :]
+    return Path(mount) / path.lstrip("/")
+
+
+@dataclass(frozen=True)
+class CgroupSupport:
+    """Where container cgroups go, or why there are none (``version == 0``)."""
+
+    version: int
+    memory_parent: Path | None = None
+    cpu_parent: Path | None = None
+    reason: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.version in (1, 2)
+
+
+def probe(name_prefix: str) -> CgroupSupport:
+    """Find a writable place for container cgroups (creates and removes a test cgroup)."""
+    try:
+        own = parse_proc_cgroup(Path(PROC_CGROUP).read_text())
+        mounts = parse_mountinfo(Path(PROC_MOUNTINFO).read_text())
+    except OSError as e:
+        return CgroupSupport(0, reason=f"cannot read cgroup information: {e}")
+    test_name = f"{name_prefix}_probe_{os.getpid()}"
+    reasons: list[str] = []
+    if "memory" in mounts and "memory" in own:
+        parent = _own_dir(*mounts["memory"], own["memory"])
+        try:
+            _try_v1(parent / test_name)
+            cpu_parent = None
+            if "cpu" in mounts and "cpu" in own:
+                cpu_dir = _own_dir(*mounts["cpu"], own["cpu"])
+                try:
+                    os.mkdir(cpu_dir / test_name)
+                    os.rmdir(cpu_dir / test_name)
+                    cpu_parent = cpu_dir
+                except OSError:
+                    pass
+            return CgroupSupport(1, parent, cpu_parent)
+        except OSError as e:
+            reasons.append(f"cgroup v1 memory at {parent}: {e}")
+    if "" in mounts and "" in own:
+        mount, root = mounts[""]
+        for parent in dict.fromkeys((_own_dir(mount, root, own[""]), Path(mount))):
+            try:
+                subtree = (parent / "cgroup.subtree_control").read_text().split()
+                if "memory" not in subtree:
+                    raise OSError(errno.ENOTSUP, "memory controller not delegated")
+                _try_v2(parent / test_name)
+                cpu = parent if "cpu" in subtree else None
+                return CgroupSupport(2, parent, cpu)
+            except OSError as e:
+                reasons.append(f"cgroup v2 at {parent}: {e}")
+    return CgroupSupport(0, reason="; ".join(reasons) or "no cgroup memory controller mounted")
+
+
+def _try_v1(path: Path) -> None:
+    os.mkdir(path)
+    try:
+        (path / "memory.limit_in_bytes").write_text(str(256 << 20))
+    finally:
+        os.rmdir(path)
+
+
+def _try_v2(path: Path) -> None:
+    os.mkdir(path)
+    try:
+        (path / "memory.max").write_text(str(256 << 20))
+    finally:
+        os.rmdir(path)
+
+
+@dataclass
+class ContainerCgroup:
+    """The cgroup directories of one container (one per v1 hierarchy, one for v2)."""
+
+    version: int
+    memory: Path
+    cpu: Path | None = None
+    _dirs: list[Path] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._dirs = list(dict.fromkeys(d for d in (self.memory, self.cpu) if d is not None))
+
+    @property
+    def procs_files(self) -> list[str]:
+        """Files the container's first process writes its pid into to join."""
+        return [str(d / "cgroup.procs") for d in self._dirs]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "memory": str(self.memory),
+            "cpu": self.cpu and str(self.cpu),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ContainerCgroup:
+        cpu = data.get("cpu")
+        return cls(
+            int(str(data["version"])), Path(str(data["memory"])), Path(str(cpu)) if cpu else None
+        )
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel OOM-killed in this cgroup (0 if unknown)."""
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        try:
+            text = (self.memory / name).read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def pids(self) -> list[int]:
+        """Every process in the container."""
+        out: list[int] = []
+        try:
+            text = (self.memory / "cgroup.procs").read_text()
+        except OSError:
+            return out
+        return [int(p) for p in text.split()]
+
+    def threads(self) -> list[int]:
+        """Every thread of every process in the container (for CPU affinity)."""
+        name = "tasks" if self.version == 1 else "cgroup.threads"
+        try:
+            return [int(t) for t in (self.memory / name).read_text().split()]
+        except OSError:
+            return []
+
+    def kill_all(self) -> None:
+        if self.version == 2:
+            try:
+                (self.memory / "cgroup.kill").write_text("1")
+                return
+            except OSError:
+                pass
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def remove(self) -> bool:
+        """rmdir every directory; False while processes remain (retry later)."""
+        ok = True
+        for d in self._dirs:
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                ok = False
+        return ok
+
+    def exists(self) -> bool:
+        return any(d.exists() for d in self._dirs)
+
+
+def find_leftovers(support: CgroupSupport, name_prefix: str) -> list[ContainerCgroup]:
+    """Cgroups under this backend's parents whose names carry the prefix."""
+    if not support.usable or support.memory_parent is None:
+        return []
+    found: dict[str, ContainerCgroup] = {}
+    start = name_prefix + "_"
+    for parent in (support.memory_parent, support.cpu_parent):
+        if parent is None:
+            continue
+        try:
+            names = [e.name for e in os.scandir(parent) if e.is_dir() and e.name.startswith(start)]
+        except OSError:
+            continue
+        for n in names:
+            if n not in found:
+                cpu = (
+                    support.cpu_parent / n if support.cpu_parent and support.version == 1 else None
+                )
+                if cpu is not None and not cpu.exists():
+                    cpu = None
+                found[n] = ContainerCgroup(support.version, support.memory_parent / n, cpu)
+    return list(found.values())

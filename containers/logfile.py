@@ -1,0 +1,282 @@
+"""Reading one activation's lines from a container's json-file log (spec 3.6).
+
+The log holds Docker json-file lines, ``{"log":"text\\n","stream":"stdout","time":"..."}``,
+written by whoever drains the runtime's stdout/stderr (the zygote for the process backend).
+An activation's output ends with one sentinel line per stream. :class:`LogParser` is the
+pure part (bytes in, lines out); :class:`LogFile` remembers the offset and waits for the
+sentinels with the reference's idle (2 s) and overall (``max(limit MB, 5) * 2`` s) timeouts.
+The sentinels usually land in the file a few microseconds after the runtime's answer, so
+waiting is woken by inotify (one instance per backend, :class:`LogWatcher`) rather than by
+polling, which would cost a millisecond per activation; polling remains the fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import struct
+
+from containers.backend import LogLine
+from invoker.protocol import json
+from invoker.protocol.logs import SENTINEL
+
+IDLE_TIMEOUT_S = 2.0
+READ_CHUNK = 256 * 1024
+_STREAMS = frozenset(("stdout", "stderr"))
+_SENTINEL_MARK = b'"' + SENTINEL.encode() + b"\\n"
+# How the zygote writes a sentinel line: recognised without a JSON parse.
+_SENTINEL_PREFIX = b'{"log":"' + SENTINEL.encode() + b'\\n","stream":"'
+_FAST_STREAMS = {b"stdout": "stdout", b"stderr": "stderr"}
+
+
+def overall_timeout_s(limit_bytes: int) -> float:
+    """The reference's collection timeout: ``max(limit in MB, 5) * 2`` seconds."""
+    return max(limit_bytes / (1024 * 1024), 5.0) * 2.0
+
+
+def parse_line(raw: bytes) -> LogLine | None:
+    """One json-file line (newline included in ``raw``); None if it is not one."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    text, stream, time = obj.get("log"), obj.get("stream"), obj.get("time")
+    if not isinstance(text, str) or not isinstance(stream, str):
+        return None
+    return LogLine(time if isinstance(time, str) else "", stream, text, len(raw))
+
+
+class LogParser:
+    """Collects one activation's lines from json-file bytes, up to both sentinels.
+
+    Only complete (newline-terminated) lines are consumed. Once the raw size of the kept
+    lines exceeds ``limit_bytes`` the rest is consumed but not kept; the line that crossed
+    the limit is kept, so a size-counting consumer (``LogCollector``) sees the truncation.
+    Lines that are not json-file entries are skipped."""
+
+    __slots__ = ("limit_bytes", "lines", "seen", "size", "skipped")
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.lines: list[LogLine] = []
+        self.size = 0
+        self.skipped = 0
+        self.seen: set[str] = set()
+
+    @property
+    def complete(self) -> bool:
+        return self.seen >= _STREAMS
+
+    @property
+    def truncated(self) -> bool:
+        return self.size > self.limit_bytes
+
+    def feed(self, data: bytes | bytearray | memoryview) -> int:
+        """Consume complete lines from ``data``; returns the bytes consumed. Stops right after
+        the line that completes the activation (the rest belongs to the next one)."""
+        view = bytes(data)
+        pos = 0
+        while not self.complete:
+            nl = view.find(b"\n", pos)
+            if nl < 0:
+                break
+            raw = view[pos : nl + 1]
+            pos = nl + 1
+            if raw.startswith(_SENTINEL_PREFIX):
+                stream = _FAST_STREAMS.get(raw[len(_SENTINEL_PREFIX) : len(_SENTINEL_PREFIX) + 6])
+                if stream is not None:
+                    self.seen.add(stream)
+                    continue
+            if self.truncated and _SENTINEL_MARK not in raw:
+                self.skipped += len(raw)  # beyond the limit: only look for the sentinels
+                continue
+            line = parse_line(raw)
+            if line is None:
+                self.skipped += len(raw)
+            elif line.text.rstrip("\r\n") == SENTINEL:
+                self.seen.add(line.stream)
+            elif self.truncated:
+                self.skipped += len(raw)
+            else:
+                self.size += len(raw)
+                self.lines.append(line)
+        return pos
+
+
+IN_MODIFY = 0x2
+IN_IGNORED = 0x8000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+_EVENT = struct.Struct("iIII")
+
+
+class LogWatcher:
+    """One inotify instance shared by many log files: ``wait`` returns once a watched file
+    was written to. Registered with the event loop only while someone waits, so chatty
+    actions do not wake the invoker for every line."""
+
+    def __init__(self) -> None:
+        self._fd = -1
+        self._libc: ctypes.CDLL | None = None
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._dirty: set[int] = set()
+        self._reading: asyncio.AbstractEventLoop | None = None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        if fd >= 0:
+            self._fd, self._libc = fd, libc
+
+    @property
+    def available(self) -> bool:
+        return self._fd >= 0
+
+    def add(self, path: str) -> int | None:
+        """Watch a file; None if it cannot be watched (the caller then polls)."""
+        if self._libc is None:
+            return None
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), IN_MODIFY)
+        return wd if wd >= 0 else None
+
+    def remove(self, wd: int) -> None:
+        if self._libc is not None:
+            self._libc.inotify_rm_watch(self._fd, wd)
+        self._dirty.discard(wd)
+        fut = self._waiters.pop(wd, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        self._update_reader()
+
+    async def wait(self, wd: int, timeout_s: float) -> None:
+        """Until the file changes (or ``timeout_s``; spurious wake-ups are possible)."""
+        if wd in self._dirty:
+            self._dirty.discard(wd)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[wd] = fut
+        self._update_reader()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await fut
+        except TimeoutError:
+            pass
+        finally:
+            if self._waiters.get(wd) is fut:
+                del self._waiters[wd]
+            self._update_reader()
+
+    def _update_reader(self) -> None:
+        if self._fd < 0:
+            return
+        if self._waiters and self._reading is None:
+            self._reading = asyncio.get_running_loop()
+            self._reading.add_reader(self._fd, self._on_events)
+        elif not self._waiters and self._reading is not None:
+            self._reading.remove_reader(self._fd)
+            self._reading = None
+
+    def _on_events(self) -> None:
+        try:
+            data = os.read(self._fd, 64 * 1024)
+        except BlockingIOError:
+            return
+        pos = 0
+        while pos + _EVENT.size <= len(data):
+            wd, mask, _, length = _EVENT.unpack_from(data, pos)
+            pos += _EVENT.size + length
+            fut = self._waiters.pop(wd, None)
+            if fut is not None:
+                if not fut.done():
+                    fut.set_result(None)
+            elif not mask & IN_IGNORED:
+                self._dirty.add(wd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            if self._reading is not None:
+                self._reading.remove_reader(self._fd)
+                self._reading = None
+            os.close(self._fd)
+            self._fd = -1
+            self._libc = None
+
+
+class LogFile:
+    """A container's log file, read activation by activation from a remembered offset."""
+
+    def __init__(self, path: str | os.PathLike[str], watcher: LogWatcher | None = None) -> None:
+        self.path = os.fspath(path)
+        self._watcher = watcher
+        self._wd = watcher.add(self.path) if watcher is not None else None
+        self._fd: int | None = None
+        self._read_pos = 0  # file offset up to which bytes are in _pending or consumed
+        self._pending = b""  # read but not yet consumed (a partial line, or the next activation)
+
+    @property
+    def offset(self) -> int:
+        """File offset of the first byte not yet handed out."""
+        return self._read_pos - len(self._pending)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._watcher is not None and self._wd is not None:
+            self._watcher.remove(self._wd)
+            self._wd = None
+
+    def _read(self) -> bytes:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return b""
+        data = os.pread(self._fd, READ_CHUNK, self._read_pos)
+        self._read_pos += len(data)
+        return data
+
+    async def read(
+        self,
+        limit_bytes: int,
+        wait_for_sentinels: bool,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        overall_timeout: float | None = None,
+    ) -> tuple[list[LogLine], bool]:
+        """Lines since the last call, up to (excluding) the two sentinels.
+
+        With ``wait_for_sentinels`` returns ``(lines, False)`` if they did not arrive in time;
+        without, returns what is there now, as complete."""
+        loop = asyncio.get_running_loop()
+        parser = LogParser(limit_bytes)
+        start = last_progress = loop.time()
+        overall = overall_timeout if overall_timeout is not None else overall_timeout_s(limit_bytes)
+        delay = 0.0005
+        while True:
+            data = self._read()
+            buf = self._pending + data if self._pending else data
+            used = parser.feed(buf)
+            self._pending = buf[used:]
+            if parser.complete:
+                return parser.lines, True
+            now = loop.time()
+            if data:
+                if used:
+                    last_progress = now
+                delay = 0.0005
+                if len(data) == READ_CHUNK:
+                    await asyncio.sleep(0)  # a big backlog: let others run between chunks
+                    continue
+            if not wait_for_sentinels:
+                return parser.lines, True
+            if now - last_progress >= idle_timeout_s or now - start >= overall:
+                return parser.lines, False
+            if self._watcher is not None and self._wd is not None:
+                await self._watcher.wait(self._wd, 0.05)  # the timeout guards a lost event
+            else:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.02)

@@ -1,0 +1,681 @@
+"""The process backend: action containers as local processes instead of Docker containers.
+
+One *zygote* (``runtimes/python_runtime.py zygote``) per backend forks every container:
+``python:*`` containers are forks of the pre-warmed interpreter (cold start of a few ms),
+``nodejs:*`` containers are the same prepared child exec'ing ``node node_runtime.js``.
+Each container has
+
+- a directory ``<state_dir>/<name>/`` holding ``work/`` (cwd and HOME), ``tmp/`` (TMPDIR, and
+  bind-mounted on ``/tmp`` in a private mount namespace when running as root),
+  ``log.json`` (Docker json-file lines, written by the zygote from the child's fd 1/2) and
+  ``container.json`` (pid, start time, cgroup: what :meth:`remove_leftovers` needs);
+- its own session/process group (pause = SIGSTOP, destroy = SIGKILL of the group);
+- a memory cgroup named after it (see :mod:`containers.cgroups`), or ``RLIMIT_AS`` /
+  ``--max-old-space-size`` when cgroups are not usable;
+- an environment of only PATH, HOME, LANG, TMPDIR/TEMP/TMP and the spec's ``env``; the zygote
+  itself starts with a minimal environment, so nothing of the invoker's leaks through
+  ``/proc/self/environ`` either.
+
+When the invoker dies, the zygote gets EOF/SIGTERM (PR_SET_PDEATHSIG) and kills every
+container; containers get SIGKILL if the zygote dies.
+
+Caveat: by default actions run as the invoker's user; as root they could still signal the
+invoker or read its ``/proc/<pid>/environ``. ``user=`` runs them as another user (e.g.
+``nobody``), which closes that, provided the interpreters and their libraries are readable by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pwd
+import re
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from containers import cgroups
+from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
+from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
+from containers.logfile import LogFile, LogWatcher
+from invoker.protocol import json
+
+log = logging.getLogger(__name__)
+
+RUNTIMES_DIR = Path(__file__).resolve().parent / "runtimes"
+PYTHON_RUNTIME = RUNTIMES_DIR / "python_runtime.py"
+NODE_RUNTIME = RUNTIMES_DIR / "node_runtime.js"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MARKER_VAR = "OW_PROCESS_BACKEND"
+META_FILE = "container.json"
+LOG_FILE = "log.json"
+HOST = "127.0.0.1"
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _family(kind: str) -> str:
+    return kind.split(":", 1)[0]
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of a process (clock ticks since boot): with the pid, identifies it for sure."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _is_ours(pid: int, start_time: int | None, prefix: str) -> bool:
+    """Only a live process with the recorded start time and our marker on its command line."""
+    if pid <= 1 or start_time is None or process_start_time(pid) != start_time:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    runtime = PYTHON_RUNTIME.name.encode() in cmdline or NODE_RUNTIME.name.encode() in cmdline
+    return runtime and b"\0--marker\0" + prefix.encode() + b"\0" in cmdline
+
+
+def _resolve_user(user: str | int | None) -> tuple[int, int] | None:
+    """(uid, gid) of a user name or uid; None keeps the invoker's own user."""
+    if user is None:
+        return None
+    entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _kill_group(pid: int) -> None:
+    if pid <= 1:
+        return
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
+
+
+def _threads_of(pid: int) -> list[int]:
+    """Threads of a process and of all its descendants (via /proc/.../children)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            continue
+        out.extend(tids)
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+    return out
+
+
+class _Zygote:
+    """The zygote process and its JSON-lines control channel."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        self.argv, self.env, self.cwd = argv, env, cwd
+        self.proc: asyncio.subprocess.Process | None = None
+        self.pid = 0
+        self._seq = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self.on_exit: Any = None  # callable(pid, status)
+        self.on_gone: Any = None  # callable()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and self._reader is not None
+
+    async def start(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,  # terminal signals are not for it: it follows our lifetime
+        )
+        self.pid = self.proc.pid
+        self._reader = asyncio.create_task(self._read(), name="zygote-reader")
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._ready
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        try:
+            while line := await self.proc.stdout.readline():
+                msg = json.loads(line)
+                if (mid := msg.get("id")) is not None:
+                    fut = self._pending.pop(mid, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    elif fut is None and "pid" in msg:  # the caller gave up waiting
+                        _kill_group(int(msg["pid"]))
+                elif msg.get("event") == "exit" and self.on_exit is not None:
+                    self.on_exit(int(msg["pid"]), int(msg["status"]))
+                elif msg.get("event") == "ready" and self._ready and not self._ready.done():
+                    self._ready.set_result(msg)
+        except Exception as e:  # a garbled channel is as bad as a dead zygote
+            log.error("zygote channel failed: %s", e)
+        finally:
+            self._reader = None
+            err = ContainerError("the process backend's zygote exited")
+            for fut in (*self._pending.values(), self._ready):
+                if fut is not None and not fut.done():
+                    fut.set_exception(err)
+            self._pending.clear()
+            if self.on_gone is not None:
+                self.on_gone()
+
+    async def spawn(self, req: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if not self.alive or self.proc is None or self.proc.stdin is None:
+            raise ContainerError("the process backend's zygote is not running")
+        self._seq += 1
+        req["id"] = self._seq
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[self._seq] = fut
+        self.proc.stdin.write(json.dumps(req) + b"\n")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(fut)
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                _kill_group(int(fut.result().get("pid") or 0))  # spawned, but nobody wants it
+            raise
+        finally:
+            self._pending.pop(req["id"], None)  # a late answer's process is killed
+
+    async def stop(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        try:
+            async with asyncio.timeout(3.0):
+                await proc.wait()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(BaseException):
+                await self._reader
+
+
+class ProcessContainer:
+    """One action runtime process (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: ProcessBackend,
+        name: str,
+        kind: str,
+        directory: Path,
+        pid: int,
+        port: int,
+        cgroup: cgroups.ContainerCgroup | None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.dir = directory
+        self.pid = pid
+        self.port = port
+        self.cgroup = cgroup
+        self.exit_status: int | None = None  # set when the zygote reports the exit
+        self._backend = backend
+        self._client = RuntimeClient(HOST, port, backend.max_response_bytes)
+        self._log = LogFile(directory / LOG_FILE, backend.log_watcher)
+        self._cores: frozenset[int] | None = None
+        self._paused = False
+        self._destroyed = False
+        self._oom: bool | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return HOST, self.port
+
+    def _check(self) -> None:
+        if self._destroyed:
+            raise ContainerGone(f"container {self.name} was destroyed")
+
+    async def init(self, body: bytes, timeout_s: float) -> HttpResult:
+        self._check()
+        return await self._client.post_init(body, timeout_s)
+
+    async def run(self, body: bytes, timeout_s: float) -> HttpResult:
+        self._check()
+        return await self._client.post_run(body, timeout_s)
+
+    async def assign_cores(self, cores: frozenset[int]) -> None:
+        """Pin every thread of the container (descendants included) to ``cores``."""
+        self._check()
+        if not cores:
+            raise ValueError("assign_cores needs at least one core")
+        if cores == self._cores:
+            return  # threads and children created since inherited the same mask
+        tids = self.cgroup.threads() if self.cgroup is not None else []
+        for tid in tids or _threads_of(self.pid):
+            try:
+                os.sched_setaffinity(tid, cores)
+            except ProcessLookupError:
+                pass  # a thread that just ended
+            except OSError as e:
+                raise ContainerError(f"cannot pin {self.name} to cores {sorted(cores)}: {e}") from e
+        self._cores = cores
+
+    async def read_logs(
+        self, limit_bytes: int, wait_for_sentinels: bool
+    ) -> tuple[list[LogLine], bool]:
+        if self._destroyed:  # its log went with it
+            return [], not wait_for_sentinels
+        return await self._log.read(limit_bytes, wait_for_sentinels)
+
+    async def pause(self) -> None:
+        self._check()
+        self._signal_group(signal.SIGSTOP)
+        self._paused = True
+
+    async def resume(self) -> None:
+        self._check()
+        self._signal_group(signal.SIGCONT)
+        self._paused = False
+
+    def _signal_group(self, sig: int) -> None:
+        if self.exit_status is not None:
+            raise ContainerGone(f"container {self.name} exited ({self.exit_status})")
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError as e:
+            raise ContainerGone(f"container {self.name} is gone") from e
+
+    async def was_oom_killed(self) -> bool:
+        if self._oom is not None:
+            return self._oom
+        return self.cgroup is not None and self.cgroup.oom_kills() > 0
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        try:
+            self._client.close()
+            self._log.close()
+            if self.cgroup is not None:
+                self._oom = self.cgroup.oom_kills() > 0
+            if self.exit_status is None:  # once reaped, the pid may belong to someone else
+                _kill_group(self.pid)
+            if self.cgroup is not None:
+                await _remove_cgroup(self.cgroup)
+            await asyncio.to_thread(shutil.rmtree, self.dir, ignore_errors=True)
+        except Exception as e:
+            log.warning("destroying container %s: %s", self.name, e)
+        finally:
+            self._backend._forget(self)
+
+
+async def _remove_cgroup(cg: cgroups.ContainerCgroup, timeout_s: float = 5.0) -> bool:
+    """Kill what is left in the cgroup and remove it, waiting for the processes to exit."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    delay = 0.001
+    while True:
+        cg.kill_all()
+        if cg.remove():
+            return True
+        if loop.time() >= deadline:
+            log.warning("cgroup %s still busy; left behind", cg.memory)
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+class ProcessBackend:
+    """Containers as local processes forked by a zygote (see the module docstring).
+
+    ``state_dir`` holds the container directories (the private ``/tmp`` needs it outside
+    ``/tmp``); ``name_prefix`` is the invoker's container-name prefix (``wsk0`` ...);
+    ``python`` runs the zygote and the ``python:*`` actions (default: this interpreter);
+    ``node`` runs ``nodejs:*`` actions (default: ``node`` on PATH). Options: ``use_cgroups``,
+    ``private_tmp`` (a mount namespace with the container's ``tmp/`` on ``/tmp``),
+    ``zygote_fork`` (False: a fresh interpreter per python container, the slow baseline),
+    ``max_response_bytes`` (of a runtime's answer kept), ``nofile`` (RLIMIT_NOFILE), ``user``
+    (run actions as this user), ``spares`` (children the zygote forks ahead of demand)."""
+
+    name = "process"
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        name_prefix: str,
+        python: str | None = None,
+        node: str | None = None,
+        *,
+        use_cgroups: bool = True,
+        private_tmp: bool = True,
+        zygote_fork: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        nofile: int = 1024,
+        user: str | int | None = None,
+        spares: int = 2,
+        spawn_timeout_s: float = 30.0,
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
+            raise ValueError(f"bad name prefix {name_prefix!r}")
+        self.state_dir = Path(state_dir).resolve()
+        self.name_prefix = name_prefix
+        self.python = python or sys.executable
+        self.node = node or shutil.which("node")
+        self.use_cgroups = use_cgroups
+        self.private_tmp = private_tmp
+        self.zygote_fork = zygote_fork
+        self.max_response_bytes = max_response_bytes
+        self.nofile = nofile
+        self.spares = spares
+        self.user = _resolve_user(user)
+        self.spawn_timeout_s = spawn_timeout_s
+        self.cgroup_support = cgroups.CgroupSupport(0, reason="not probed yet")
+        self._probed = False
+        self.log_watcher = LogWatcher()
+        self._zygote: _Zygote | None = None
+        self._containers: dict[str, ProcessContainer] = {}
+        self._by_pid: dict[int, ProcessContainer] = {}
+        self._early_exits: dict[int, int] = {}
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+
+    # -- ContainerBackend --------------------------------------------------------------------
+
+    def supports(self, kind: str) -> bool:
+        family = _family(kind)
+        return family == "python" or (family == "nodejs" and self.node is not None)
+
+    async def start(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.use_cgroups:
+            if not self._probed:
+                self.cgroup_support = await asyncio.to_thread(cgroups.probe, self.name_prefix)
+                self._probed = True
+            if not self.cgroup_support.usable:
+                log.warning(
+                    "cgroups unusable (%s): memory limits fall back to RLIMIT_AS",
+                    self.cgroup_support.reason,
+                )
+        else:
+            self.cgroup_support = cgroups.CgroupSupport(0, reason="disabled by configuration")
+        if self.private_tmp and (os.geteuid() != 0 or self._under_tmp()):
+            log.info("no private /tmp per container (needs root and a state dir outside /tmp)")
+            self.private_tmp = False
+        await self._ensure_zygote()
+
+    async def create(self, spec: ContainerSpec) -> ProcessContainer:
+        if not self.supports(spec.kind):
+            raise ValueError(f"the process backend cannot run kind {spec.kind!r}")
+        if self._closed:
+            raise ContainerError("the process backend is closed")
+        zygote = await self._ensure_zygote()
+        dirname = _safe_name(spec.name)
+        if not dirname.startswith(self.name_prefix + "_"):
+            dirname = f"{self.name_prefix}_{dirname}"
+        cdir = self.state_dir / dirname
+        work, tmp = cdir / "work", cdir / "tmp"
+        cg: cgroups.ContainerCgroup | None = None
+        try:
+            if cdir.exists():
+                await self._remove_leftover_dir(cdir)
+            work.mkdir(parents=True)
+            tmp.mkdir()
+            if self.user is not None:
+                for d in (work, tmp):
+                    os.chown(d, *self.user)
+            self._write_meta(cdir, None, None, None, spec.kind)
+            req = self._spawn_request(spec, dirname, cdir)
+            reply = await zygote.spawn(req, self.spawn_timeout_s)
+            if "error" in reply:
+                raise ContainerError(f"spawning {spec.name}: {reply['error']}")
+            if reply.get("cgroup"):
+                cg = cgroups.ContainerCgroup.from_json(reply["cgroup"])
+        except BaseException as e:
+            if cg is not None:
+                await _remove_cgroup(cg, 1.0)
+            shutil.rmtree(cdir, ignore_errors=True)
+            if isinstance(e, (ContainerError, asyncio.CancelledError)):
+                raise
+            raise ContainerError(f"Failed to provision resources to run the action: {e}") from e
+        pid, port = int(reply["pid"]), int(reply["port"])
+        self._write_meta(cdir, pid, process_start_time(pid), cg, spec.kind)
+        container = ProcessContainer(self, spec.name, spec.kind, cdir, pid, port, cg)
+        self._containers[spec.name] = container
+        if pid in self._early_exits:
+            container.exit_status = self._early_exits.pop(pid)
+        else:
+            self._by_pid[pid] = container
+        return container
+
+    async def remove_leftovers(self) -> int:
+        """Destroy this backend's containers, then whatever a previous run left behind:
+        processes (verified by start time and command-line marker), cgroups, directories."""
+        if self.use_cgroups and not self._probed:
+            self.cgroup_support = await asyncio.to_thread(cgroups.probe, self.name_prefix)
+            self._probed = True
+        removed: set[str] = set()
+        for c in list(self._containers.values()):
+            await c.destroy()
+            removed.add(c.dir.name)
+        own_zygote = self._zygote.pid if self._zygote is not None else 0
+        if self.state_dir.is_dir():
+            for f in self.state_dir.glob(f"{self.name_prefix}.zygote.*.json"):
+                meta = self._read_json(f)
+                pid = int(meta.get("pid") or 0)
+                if pid != own_zygote:
+                    if _is_ours(pid, meta.get("start_time"), self.name_prefix):
+                        _kill_group(pid)
+                    f.unlink(missing_ok=True)
+            for d in list(self.state_dir.iterdir()):
+                if d.is_dir() and d.name.startswith(self.name_prefix + "_"):
+                    await self._remove_leftover_dir(d)
+                    removed.add(d.name)
+        live_spares = f"{self.name_prefix}_spare_{own_zygote}_"
+        for cg in cgroups.find_leftovers(self.cgroup_support, self.name_prefix):
+            if own_zygote and cg.memory.name.startswith(live_spares):
+                continue  # the running zygote's own spares
+            await _remove_cgroup(cg, 2.0)
+            removed.add(cg.memory.name)
+        spares = (f"{self.name_prefix}_spare_", f"{self.name_prefix}_probe_")
+        return sum(1 for name in removed if not name.startswith(spares))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.gather(*(c.destroy() for c in list(self._containers.values())))
+        if self._zygote is not None:
+            zygote, self._zygote = self._zygote, None
+            await zygote.stop()
+            (self.state_dir / f"{self.name_prefix}.zygote.{zygote.pid}.json").unlink(
+                missing_ok=True
+            )
+        self.log_watcher.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _under_tmp(self) -> bool:
+        tmp = Path("/tmp").resolve()
+        return self.state_dir == tmp or tmp in self.state_dir.parents
+
+    async def _ensure_zygote(self) -> _Zygote:
+        async with self._start_lock:
+            if self._zygote is not None and self._zygote.alive:
+                return self._zygote
+            if self._closed:
+                raise ContainerError("the process backend is closed")
+            if (
+                self._zygote is not None
+            ):  # it died: its unassigned spares' cgroups are ours to remove
+                await self._remove_spares_of(self._zygote.pid)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            argv = [
+                self.python, "-I", "-B", str(PYTHON_RUNTIME), "zygote",
+                "--parent-pid", str(os.getpid()),
+                "--project-root", str(PROJECT_ROOT),
+                "--marker", self.name_prefix,
+                "--spares", str(self.spares),
+            ]  # fmt: skip
+            cg = self.cgroup_support
+            if cg.usable and cg.memory_parent is not None:
+                argv += [
+                    "--cgroup-version",
+                    str(cg.version),
+                    "--cgroup-memory",
+                    str(cg.memory_parent),
+                ]
+                if cg.cpu_parent is not None:
+                    argv += ["--cgroup-cpu", str(cg.cpu_parent)]
+            env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", MARKER_VAR: self.name_prefix}
+            zygote = _Zygote(argv, env, str(self.state_dir))
+            zygote.on_exit = self._on_exit
+            zygote.on_gone = self._on_zygote_gone
+            try:
+                await zygote.start(self.spawn_timeout_s)
+            except Exception as e:
+                raise ContainerError(f"the process backend's zygote did not start: {e}") from e
+            meta = {"pid": zygote.pid, "start_time": process_start_time(zygote.pid)}
+            (self.state_dir / f"{self.name_prefix}.zygote.{zygote.pid}.json").write_bytes(
+                json.dumps(meta)
+            )
+            self._zygote = zygote
+            return zygote
+
+    async def _remove_spares_of(self, zygote_pid: int) -> None:
+        (self.state_dir / f"{self.name_prefix}.zygote.{zygote_pid}.json").unlink(missing_ok=True)
+        spares = f"{self.name_prefix}_spare_{zygote_pid}_"
+        for cg in cgroups.find_leftovers(self.cgroup_support, self.name_prefix):
+            if cg.memory.name.startswith(spares):
+                await _remove_cgroup(cg, 2.0)
+
+    def _spawn_request(self, spec: ContainerSpec, dirname: str, cdir: Path) -> dict[str, Any]:
+        work, tmp = str(cdir / "work"), str(cdir / "tmp")
+        env = {
+            "PATH": SAFE_PATH,
+            "HOME": work,
+            "LANG": "C.UTF-8",
+            "TMPDIR": tmp,
+            "TEMP": tmp,
+            "TMP": tmp,
+        }
+        env.update({str(k): str(v) for k, v in spec.env.items()})
+        req: dict[str, Any] = {
+            "op": "spawn",
+            "name": dirname,
+            "cwd": work,
+            "tmp": tmp,
+            "log": str(cdir / LOG_FILE),
+            "env": env,
+            "private_tmp": self.private_tmp,
+            "nofile": self.nofile,
+        }
+        if self.user is not None:
+            req["uid"], req["gid"] = self.user
+        cg = self.cgroup_support.usable
+        if cg:
+            req["cgroup"] = {
+                "name": dirname,
+                "memory_mb": spec.memory_mb,
+                "cpu_shares": spec.cpu_shares,
+            }
+        marker = ["--marker", self.name_prefix]
+        if _family(spec.kind) == "nodejs":
+            assert self.node is not None
+            heap = (
+                [] if cg is not None else [f"--max-old-space-size={max(spec.memory_mb - 32, 16)}"]
+            )
+            req["exec"] = [self.node, *heap, str(NODE_RUNTIME), "--listen-fd", "3", *marker]
+        elif not self.zygote_fork:
+            req["exec"] = [
+                self.python, "-I", "-B", str(PYTHON_RUNTIME), "serve", "--listen-fd", "3",
+                "--project-root", str(PROJECT_ROOT), *marker,
+            ]  # fmt: skip
+        elif not cg:
+            req["rlimit_as"] = spec.memory_mb << 20
+        return req
+
+    def _write_meta(
+        self,
+        cdir: Path,
+        pid: int | None,
+        start: int | None,
+        cg: cgroups.ContainerCgroup | None,
+        kind: str,
+    ) -> None:
+        meta = {
+            "pid": pid,
+            "start_time": start,
+            "kind": kind,
+            "cgroup": cg.to_json() if cg else None,
+        }
+        tmp = cdir / (META_FILE + ".new")
+        tmp.write_bytes(json.dumps(meta))
+        tmp.replace(cdir / META_FILE)
+
+    @staticmethod
+    def _read_json(path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    async def _remove_leftover_dir(self, d: Path) -> None:
+        meta = self._read_json(d / META_FILE)
+        pid = int(meta.get("pid") or 0)
+        if pid and _is_ours(pid, meta.get("start_time"), self.name_prefix):
+            _kill_group(pid)
+        if isinstance(cg := meta.get("cgroup"), dict):
+            with contextlib.suppress(Exception):
+                await _remove_cgroup(cgroups.ContainerCgroup.from_json(cg), 2.0)
+        await asyncio.to_thread(shutil.rmtree, d, ignore_errors=True)
+
+    def _on_exit(self, pid: int, status: int) -> None:
+        c = self._by_pid.pop(pid, None)
+        if c is not None:
+            c.exit_status = status
+        else:  # it may have died before create() registered it
+            self._early_exits[pid] = status
+            while len(self._early_exits) > 256:
+                del self._early_exits[next(iter(self._early_exits))]
+
+    def _on_zygote_gone(self) -> None:
+        # Its children died with it (PR_SET_PDEATHSIG) and were reaped elsewhere: their pids
+        # must not be signalled any more.
+        for c in self._by_pid.values():
+            if c.exit_status is None:
+                c.exit_status = -int(signal.SIGKILL)
+        self._by_pid.clear()
+
+    def _forget(self, c: ProcessContainer) -> None:
+        if self._containers.get(c.name) is c:
+            del self._containers[c.name]
+        if self._by_pid.get(c.pid) is c:
+            del self._by_pid[c.pid]

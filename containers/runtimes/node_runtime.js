@@ -1,0 +1,292 @@
+'use strict';
+/*
+ * An OpenWhisk-compatible Node.js action runtime for the process backend (no dependencies).
+ *
+ * The zygote (python_runtime.py) prepares the container process (session, cgroup, working
+ * directory, private /tmp, minimal environment, fd 1/2 on pipes it drains into the
+ * container's json-file log) and then execs `node node_runtime.js --listen-fd 3`. Output is
+ * therefore captured at the file-descriptor level: console.*, process.stdout.write, native
+ * addons and child processes all land in the log, and nothing is lost if node crashes.
+ * Standalone use: `node node_runtime.js --port 8080`.
+ *
+ * POST /init  {"value": {name, main, binary, code, env}}: plain source (CommonJS: exports.main,
+ *             module.exports, or a global `function main`) or a base64 zip (package.json
+ *             "main" or index.js), unpacked into the working directory, refusing unsafe paths.
+ * POST /run   {"value": params, ...context}: context keys become __OW_<KEY> variables; main may
+ *             return a value or a Promise; a rejected Promise is an application error
+ *             (200 {"error": ...}) as in the stock runtime, a thrown exception a 502.
+ * After every /run (and a failed /init) the sentinel goes to both stdout and stderr.
+ */
+
+const fs = require('fs');
+const http = require('http');
+const path = require('path');
+const vm = require('vm');
+const zlib = require('zlib');
+const Module = require('module');
+
+const SENTINEL = 'XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n';
+const MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024;
+const NOT_A_DICT = 'The action did not return a dictionary or array.';
+const MAIN_PATH = /^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$/;
+
+class UnsafeArchive extends Error {}
+
+/** Safe relative path of a zip entry, null for a directory; throws UnsafeArchive. */
+function memberPath(name, externalAttr) {
+  if (((externalAttr >>> 16) & 0o170000) === 0o120000) {
+    throw new UnsafeArchive(`archive entry ${JSON.stringify(name)} is a symbolic link`);
+  }
+  if (!name || name.includes('\0')) {
+    throw new UnsafeArchive(`archive entry ${JSON.stringify(name)} has an invalid name`);
+  }
+  if (/^[\\/]/.test(name) || /^[A-Za-z]:/.test(name)) {
+    throw new UnsafeArchive(`archive entry ${JSON.stringify(name)} has an absolute path`);
+  }
+  const parts = name.split(/[\\/]/).filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) {
+    throw new UnsafeArchive(`archive entry ${JSON.stringify(name)} leaves the action directory`);
+  }
+  if (parts.length === 0 || /[\\/]$/.test(name)) return null;
+  return parts.join('/');
+}
+
+/** Central-directory entries of a zip archive (no ZIP64, no encryption). */
+function readZip(buf) {
+  let eocd = -1;
+  for (let i = buf.length - 22; i >= Math.max(0, buf.length - 22 - 65535); i--) {
+    if (buf.readUInt32LE(i) === 0x06054b50) { eocd = i; break; }
+  }
+  if (eocd < 0) throw new UnsafeArchive('not a zip archive');
+  const count = buf.readUInt16LE(eocd + 10);
+  let p = buf.readUInt32LE(eocd + 16);
+  if (count === 0xffff || p === 0xffffffff) throw new UnsafeArchive('ZIP64 archives are not supported');
+  const entries = [];
+  for (let n = 0; n < count; n++) {
+    if (p + 46 > buf.length || buf.readUInt32LE(p) !== 0x02014b50) {
+      throw new UnsafeArchive('corrupt zip central directory');
+    }
+    const nameLen = buf.readUInt16LE(p + 28);
+    const entry = {
+      flags: buf.readUInt16LE(p + 8),
+      method: buf.readUInt16LE(p + 10),
+      compressedSize: buf.readUInt32LE(p + 20),
+      size: buf.readUInt32LE(p + 24),
+      externalAttr: buf.readUInt32LE(p + 38),
+      offset: buf.readUInt32LE(p + 42),
+      name: buf.toString('utf8', p + 46, p + 46 + nameLen),
+    };
+    entries.push(entry);
+    p += 46 + nameLen + buf.readUInt16LE(p + 30) + buf.readUInt16LE(p + 32);
+  }
+  return entries;
+}
+
+/** Unpack a zip archive into dest; returns the relative paths of the files written. */
+function extractZip(buf, dest, maxBytes = MAX_ARCHIVE_BYTES) {
+  const root = fs.realpathSync(dest);
+  const entries = readZip(buf).map((e) => ({ ...e, rel: memberPath(e.name, e.externalAttr) }));
+  let total = 0;
+  for (const e of entries) {
+    total += e.size;
+    if (total > maxBytes) throw new UnsafeArchive(`archive expands beyond ${maxBytes} bytes`);
+    if (e.flags & 1) throw new UnsafeArchive(`archive entry ${e.name} is encrypted`);
+    if (e.rel !== null && e.method !== 0 && e.method !== 8) {
+      throw new UnsafeArchive(`archive entry ${e.name} uses unsupported compression ${e.method}`);
+    }
+  }
+  const written = [];
+  for (const e of entries) {
+    if (e.rel === null) {
+      const dir = e.name.replace(/[\\/]+$/, '');
+      if (dir && dir !== '.') fs.mkdirSync(path.join(root, dir), { recursive: true });
+      continue;
+    }
+    const target = path.join(root, e.rel);
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    const parent = fs.realpathSync(path.dirname(target));
+    if (parent !== root && !parent.startsWith(root + path.sep)) {
+      throw new UnsafeArchive(`archive entry ${e.name} leaves the action directory`);
+    }
+    if (buf.readUInt32LE(e.offset) !== 0x04034b50) throw new UnsafeArchive('corrupt zip entry');
+    const start = e.offset + 30 + buf.readUInt16LE(e.offset + 26) + buf.readUInt16LE(e.offset + 28);
+    const raw = buf.subarray(start, start + e.compressedSize);
+    const data = e.method === 0 ? raw : zlib.inflateRawSync(raw, { maxOutputLength: Math.max(e.size, 1) });
+    if (data.length !== e.size) throw new UnsafeArchive(`archive entry ${e.name} has a wrong size`);
+    const mode = (e.externalAttr >>> 16) & 0o111 ? 0o755 : 0o644;
+    const c = fs.constants;
+    const fd = fs.openSync(target, c.O_WRONLY | c.O_CREAT | c.O_TRUNC | c.O_NOFOLLOW, mode);
+    try { fs.writeSync(fd, data); } finally { fs.closeSync(fd); }
+    written.push(e.rel);
+  }
+  return written;
+}
+
+function describe(err) {
+  if (err instanceof Error) return `${err.name}: ${err.message}`;
+  return String(err);
+}
+
+/** A rejected value as the stock runtime reports it (like the serialize-error package). */
+function serializeError(err) {
+  if (err === undefined || err === null) return {};
+  if (err instanceof Error) {
+    const out = { name: err.name, message: err.message, stack: err.stack };
+    for (const k of Object.keys(err)) out[k] = err[k];
+    return out;
+  }
+  return err;
+}
+
+function envText(v) {
+  if (v === null || v === undefined) return '';
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+function writeSentinels() {
+  process.stdout.write(SENTINEL);
+  process.stderr.write(SENTINEL);
+}
+
+class Runtime {
+  constructor(cwd) {
+    this.cwd = cwd;
+    this.main = null;
+    this.initAttempted = false;
+  }
+
+  init(body) {
+    if (this.initAttempted) return [403, { error: 'Cannot initialize the action more than once.' }];
+    let msg;
+    try { msg = JSON.parse(body); } catch (e) { return [400, { error: 'The /init body is not valid JSON.' }]; }
+    const value = msg && typeof msg.value === 'object' && msg.value !== null ? msg.value : {};
+    const main = value.main || 'main';
+    if (typeof value.code !== 'string' || !value.code || typeof main !== 'string') {
+      return [403, { error: 'Missing main/no code to execute.' }];
+    }
+    this.initAttempted = true;
+    if (value.env && typeof value.env === 'object') {
+      for (const [k, v] of Object.entries(value.env)) process.env[k] = envText(v);
+    }
+    try {
+      const fn = value.binary ? this.loadZip(value.code, main) : this.loadSource(value.code, main);
+      if (typeof fn !== 'function') throw new Error(`Action entrypoint '${main}' is not a function.`);
+      this.main = fn;
+      return [200, { ok: true }];
+    } catch (e) {
+      console.error(e);
+      writeSentinels();
+      return [502, { error: `Initialization has failed due to: ${describe(e)}` }];
+    }
+  }
+
+  loadSource(code, main) {
+    const filename = path.join(this.cwd, 'index.js');
+    const local = MAIN_PATH.test(main) ? `try { return ${main}; } catch (e) { return undefined; }` : '';
+    const src = `(function (exports, require, module, __filename, __dirname) {${code}\n;${local}\n})`;
+    const wrapper = vm.runInThisContext(src, { filename });
+    const mod = { exports: {} };
+    const found = wrapper.call(mod.exports, mod.exports, Module.createRequire(filename), mod, filename, this.cwd);
+    return pickMain(mod.exports, main) || found;
+  }
+
+  loadZip(code, main) {
+    const buf = Buffer.from(code, 'base64');
+    extractZip(buf, this.cwd);
+    const hasPkg = fs.existsSync(path.join(this.cwd, 'package.json'));
+    if (!hasPkg && !fs.existsSync(path.join(this.cwd, 'index.js'))) {
+      throw new Error('Zipped actions must contain either package.json or index.js at the root.');
+    }
+    const req = Module.createRequire(path.join(this.cwd, 'noop.js'));
+    return pickMain(req(this.cwd), main);
+  }
+
+  async run(body) {
+    try {
+      return await this.runAction(body);
+    } finally {
+      writeSentinels();
+    }
+  }
+
+  async runAction(body) {
+    if (!this.main) return [500, { error: 'no action defined yet' }];
+    let msg;
+    try { msg = JSON.parse(body); } catch (e) { return [400, { error: 'The /run body is not valid JSON.' }]; }
+    if (!msg || typeof msg !== 'object' || Array.isArray(msg)) {
+      return [400, { error: 'The /run body is not a JSON object.' }];
+    }
+    for (const [k, v] of Object.entries(msg)) {
+      if (k !== 'value') process.env[`__OW_${k.toUpperCase()}`] = envText(v);
+    }
+    let result;
+    try {
+      result = this.main(msg.value === undefined ? {} : msg.value);
+    } catch (e) {
+      console.error(e);
+      return [502, { error: describe(e) }];
+    }
+    if (result && typeof result.then === 'function') {
+      try {
+        result = await result;
+      } catch (e) {
+        result = { error: serializeError(e) };
+      }
+    }
+    if (result === undefined) result = {};
+    if (result === null || typeof result !== 'object') return [502, { error: NOT_A_DICT }];
+    try {
+      return [200, JSON.stringify(result)];
+    } catch (e) {
+      return [502, { error: `The action's result is not valid JSON: ${describe(e)}` }];
+    }
+  }
+}
+
+function pickMain(exported, main) {
+  if (exported === null || exported === undefined) return undefined;
+  let fn = exported;
+  for (const part of main.split('.')) fn = fn === null || fn === undefined ? undefined : fn[part];
+  if (typeof fn === 'function') return fn;
+  if (main === 'main' && typeof exported === 'function') return exported;
+  return undefined;
+}
+
+function serve(listen) {
+  const runtime = new Runtime(process.cwd());
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks);
+      let answer;
+      if (req.method === 'POST' && req.url === '/run') answer = await runtime.run(body);
+      else if (req.method === 'POST' && req.url === '/init') answer = runtime.init(body);
+      else answer = [404, { error: 'not found' }];
+      const text = typeof answer[1] === 'string' ? answer[1] : JSON.stringify(answer[1]);
+      res.writeHead(answer[0], {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(text),
+      });
+      res.end(text);
+    });
+  });
+  // The invoker keeps one connection per container open for as long as it likes.
+  server.keepAliveTimeout = 0;
+  server.requestTimeout = 0;
+  server.headersTimeout = 0;
+  server.timeout = 0;
+  server.listen(listen);
+  return server;
+}
+
+function main(argv) {
+  const fdAt = argv.indexOf('--listen-fd');
+  const portAt = argv.indexOf('--port');
+  if (fdAt >= 0) serve({ fd: Number(argv[fdAt + 1]) });
+  else serve({ port: portAt >= 0 ? Number(argv[portAt + 1]) : 8080, host: '127.0.0.1' });
+}
+
+module.exports = { memberPath, readZip, extractZip, Runtime, UnsafeArchive, SENTINEL };
+
+if (require.main === module) main(process.argv.slice(2));

@@ -1,0 +1,80 @@
+"""Parsing of /proc/self/cgroup and mountinfo, and the cgroup wrapper on plain directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from containers import cgroups
+
+HYBRID_CGROUP = """\
+9:name=systemd:/
+4:memory:/process_api/abc
+2:cpu,cpuacct:/
+0::/
+"""
+
+MOUNTINFO = """\
+25 30 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+26 25 0:23 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+27 25 0:24 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+28 25 0:25 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+29 30 8:1 /docker/xyz /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+"""
+
+
+def test_parse_proc_cgroup() -> None:
+    own = cgroups.parse_proc_cgroup(HYBRID_CGROUP)
+    assert own["memory"] == "/process_api/abc"
+    assert own["cpu"] == own["cpuacct"] == "/"
+    assert own[""] == "/"
+
+
+def test_parse_mountinfo() -> None:
+    mounts = cgroups.parse_mountinfo(MOUNTINFO)
+    assert mounts["memory"] == ("/sys/fs/cgroup/memory", "/")
+    assert mounts["cpu"] == ("/sys/fs/cgroup/cpu,cpuacct", "/")
+    assert mounts[""] == ("/sys/fs/cgroup/unified", "/")
+    assert mounts["pids"] == ("/sys/fs/cgroup/pids", "/docker/xyz")
+
+
+def test_own_dir_strips_the_mount_root() -> None:
+    assert cgroups._own_dir("/sys/fs/cgroup/pids", "/docker/xyz", "/docker/xyz/sub") == Path(
+        "/sys/fs/cgroup/pids/sub"
+    )
+    assert cgroups._own_dir("/sys/fs/cgroup/memory", "/", "/a/b") == Path(
+        "/sys/fs/cgroup/memory/a/b"
+    )
+
+
+def test_container_cgroup_reads_files(tmp_path: Path) -> None:
+    mem = tmp_path / "memory" / "wsk0_1_guest_x"
+    mem.mkdir(parents=True)
+    (mem / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    (mem / "cgroup.procs").write_text("12\n13\n")
+    (mem / "tasks").write_text("12\n13\n14\n")
+    cg = cgroups.ContainerCgroup(1, mem)
+    assert cg.oom_kills() == 2
+    assert cg.pids() == [12, 13]
+    assert cg.threads() == [12, 13, 14]
+    assert cg.procs_files == [str(mem / "cgroup.procs")]
+    assert cgroups.ContainerCgroup.from_json(cg.to_json()) == cg
+    v2 = cgroups.ContainerCgroup(2, mem)
+    (mem / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n")
+    assert v2.oom_kills() == 1
+
+
+def test_find_leftovers_matches_the_prefix_only(tmp_path: Path) -> None:
+    mem, cpu = tmp_path / "memory", tmp_path / "cpu"
+    for name in ("wsk0_1_guest_a", "wsk0_spare_9_1", "wsk01_2_guest_b", "other"):
+        (mem / name).mkdir(parents=True)
+    (cpu / "wsk0_1_guest_a").mkdir(parents=True)
+    support = cgroups.CgroupSupport(1, mem, cpu)
+    found = {cg.memory.name: cg for cg in cgroups.find_leftovers(support, "wsk0")}
+    assert set(found) == {"wsk0_1_guest_a", "wsk0_spare_9_1"}
+    assert found["wsk0_1_guest_a"].cpu == cpu / "wsk0_1_guest_a"
+    assert found["wsk0_spare_9_1"].cpu is None
+
+
+def test_probe_reports_something() -> None:
+    support = cgroups.probe("wskprobetest")
+    assert support.usable or support.reason
