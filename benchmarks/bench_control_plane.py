@@ -24,6 +24,8 @@ from common import kafka_and_couchdb, percentile
 
 from containers.backend import ContainerSpec
 from containers.process import ProcessBackend
+from invoker.config import available_cores
+from invoker.protocol import dumps
 from tests.integration.harness import running_invoker
 
 NOOP = b"def main(args):\n    return {}\n"
@@ -34,11 +36,12 @@ async def bare_container_rate(calls: int) -> float:
     with tempfile.TemporaryDirectory() as d:
         backend = ProcessBackend(state_dir=Path(d), name_prefix="benchbare")
         await backend.start()
-        c = await backend.create(ContainerSpec(name="benchbare_1_noop", kind="python:3.11",
-                                               memory_mb=256))
-        init = b'{"value":{"name":"noop","main":"main","binary":false,"code":"def main(a):\\n    return {}\\n","env":{}}}'
-        await c.init(init, 10)
-        await c.assign_cores(frozenset({max(0, len(__import__("os").sched_getaffinity(0)) - 1)}))
+        c = await backend.create(
+            ContainerSpec(name="benchbare_1_noop", kind="python:3.11", memory_mb=256)
+        )
+        value = {"name": "noop", "main": "main", "binary": False, "code": NOOP.decode(), "env": {}}
+        await c.init(dumps({"value": value}), 10)
+        await c.assign_cores(frozenset({available_cores()[-1]}))
         body = b'{"value":{}}'
         for _ in range(200):
             await c.run(body, 10)
@@ -53,8 +56,10 @@ async def bare_container_rate(calls: int) -> float:
 
 async def main_async(args: argparse.Namespace, kafka, couch) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_invoker(kafka, couch, Path(tmp), policy="fifo",
-                                   max_pending=100_000) as (invoker, ctl):
+        async with running_invoker(kafka, couch, Path(tmp), policy="fifo", max_pending=100_000) as (
+            invoker,
+            ctl,
+        ):
             # 1. Cold starts: a fresh action each time, so each call spawns and inits.
             cold = []
             for i in range(args.cold):
@@ -64,7 +69,7 @@ async def main_async(args: argparse.Namespace, kafka, couch) -> None:
                 await ctl.wait_acks(aid)
                 cold.append((time.perf_counter() - t0) * 1000)
             init_times = []
-            for aid, acks in ctl.acks.items():
+            for acks in ctl.acks.values():
                 rec = acks[0].get("response")
                 if isinstance(rec, dict):
                     init_times += [a["value"] for a in rec["annotations"] if a["key"] == "initTime"]
@@ -94,17 +99,27 @@ async def main_async(args: argparse.Namespace, kafka, couch) -> None:
     bare = await bare_container_rate(args.calls)
     rate = args.calls / elapsed
     print("== control plane (real Kafka, CouchDB-API server, warm process containers)")
-    print(f"python cold start: median {percentile(init_times, 50):.1f} ms /init, "
-          f"{percentile(cold, 50):.1f} ms end to end (goal <= 20 ms for the process backend)")
-    print(f"added latency, sequential: p50 {percentile(added, 50):.3f} ms, "
-          f"p99 {percentile(added, 99):.3f} ms (goal p50 <= 1 ms, p99 <= 5 ms; "
-          f"stock invoker 12-40 ms p50); client round trip p50 {percentile(e2e, 50):.2f} ms")
-    print(f"added latency under the burst: p50 {percentile(burst_added, 50):.3f} ms, "
-          f"p99 {percentile(burst_added, 99):.3f} ms")
-    print(f"sustained: {rate:.0f} activations/s ({args.calls} calls in {elapsed:.2f} s; "
-          f"produced in {produced:.2f} s) (goal >= 1000/s)")
-    print(f"baseline, bare warm container over HTTP: {bare:.0f} calls/s; "
-          f"invoker/bare = {rate / bare:.2f}")
+    print(
+        f"python cold start: median {percentile(init_times, 50):.1f} ms /init, "
+        f"{percentile(cold, 50):.1f} ms end to end (goal <= 20 ms for the process backend)"
+    )
+    print(
+        f"added latency, sequential: p50 {percentile(added, 50):.3f} ms, "
+        f"p99 {percentile(added, 99):.3f} ms (goal p50 <= 1 ms, p99 <= 5 ms; "
+        f"stock invoker 12-40 ms p50); client round trip p50 {percentile(e2e, 50):.2f} ms"
+    )
+    print(
+        f"added latency under the burst: p50 {percentile(burst_added, 50):.3f} ms, "
+        f"p99 {percentile(burst_added, 99):.3f} ms"
+    )
+    print(
+        f"sustained: {rate:.0f} activations/s ({args.calls} calls in {elapsed:.2f} s; "
+        f"produced in {produced:.2f} s) (goal >= 1000/s)"
+    )
+    print(
+        f"baseline, bare warm container over HTTP: {bare:.0f} calls/s; "
+        f"invoker/bare = {rate / bare:.2f}"
+    )
 
 
 def main() -> None:

@@ -36,15 +36,15 @@ def parse_memory_mb(text: str | int) -> int:
 
 
 def parse_cores(text: str | int | list[int]) -> tuple[int, ...]:
-    """A count (``3``: that many cores, see :func:`default_cores`) or a list (``1,2``,
-    ``0-3``) -> core ids."""
+    """A count (``3``: that many cores, see :func:`default_cores`) or core ids as a list or
+    range (``1,2``, ``0-3``; a single id is ``1,`` or ``1-1``) -> core ids."""
     if isinstance(text, list):
         return tuple(int(c) for c in text)
     s = str(text).strip()
     if re.fullmatch(r"\d+", s):
         return default_cores(int(s))
     cores: list[int] = []
-    for part in s.split(","):
+    for part in filter(None, (p.strip() for p in s.split(","))):
         lo, _, hi = part.partition("-")
         cores.extend(range(int(lo), int(hi or lo) + 1))
     return tuple(cores)
@@ -102,7 +102,8 @@ class InvokerConfig:
         2048, env=("CONFIG_whisk_containerPool_userMemory",), help="memory for action containers"
     )
     action_cores: tuple[int, ...] = _opt(
-        factory=default_cores, help="cores for actions: a count or a list such as 1,2 or 1-3"
+        factory=default_cores,
+        help="cores for actions: a count (2), or core ids: 1,2 or 1-3 (one id: 1,)",
     )
     policy: str = _opt("fc", help="call-scheduling policy: fifo, sept, eect, rect, fc, openwhisk")
     fc_window_s: float = _opt(60.0, help="FC's window T in seconds")

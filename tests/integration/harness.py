@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from containers.backend import ContainerBackend
 from containers.process import ProcessBackend
-from invoker.bus.kafka import KafkaBus
+from invoker.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus
 from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
 from invoker.protocol import QualifiedName, dumps, loads
@@ -173,7 +173,7 @@ class ControllerStub:
                 await asyncio.sleep(0.05)
 
 
-def test_config(tmp_path: Path, **overrides: Any) -> InvokerConfig:
+def make_config(tmp_path: Path, **overrides: Any) -> InvokerConfig:
     tag = uuid.uuid4().hex[:8]
     values: dict[str, Any] = dict(
         topic_prefix=f"t{tag}_",
@@ -193,11 +193,27 @@ def test_config(tmp_path: Path, **overrides: Any) -> InvokerConfig:
 
 
 @asynccontextmanager
+async def controller(kafka, couchdb, config: InvokerConfig):
+    """A controller stub on the real services, for an invoker running elsewhere."""
+    store = CouchStore(couchdb.url, couchdb.user, couchdb.password)
+    for db in (config.whisks_db, config.activations_db):
+        await store.ensure_db(db)
+    await KafkaBus(kafka.bootstrap).ensure_topic(config.invoker_topic, INVOKER_TOPIC_CONFIG)
+    stub = ControllerStub(kafka.bootstrap, config, store)
+    await stub.start()
+    try:
+        yield stub
+    finally:
+        await stub.stop()
+        await store.close()
+
+
+@asynccontextmanager
 async def running_invoker(
     kafka, couchdb, tmp_path: Path, backend: ContainerBackend | None = None, **overrides: Any
 ):
     """Yield (invoker, controller stub) on the real services; everything stopped after."""
-    config = test_config(tmp_path, **overrides)
+    config = make_config(tmp_path, **overrides)
     bus = KafkaBus(kafka.bootstrap, session_timeout_ms=6000, heartbeat_interval_ms=1000)
     store = CouchStore(couchdb.url, couchdb.user, couchdb.password)
     for db in (config.whisks_db, config.activations_db):

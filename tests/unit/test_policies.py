@@ -114,3 +114,12 @@ def test_eect_prevents_starvation_of_a_long_call():
         order.append(c.payload)
         sched.finish(c, None)
     assert order == ["S-early", "L", "S-late"]
+
+
+def test_action_cores_syntax():
+    from invoker.config import available_cores, parse_cores
+
+    assert parse_cores("0,") == (0,)
+    assert parse_cores("1-3") == (1, 2, 3)
+    assert parse_cores("0,2") == (0, 2)
+    assert parse_cores("1") == (available_cores()[-1],)  # a count: the last core
