@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from containers.backend import Container, ContainerError, ContainerGone, HttpResult
@@ -29,6 +29,7 @@ from invoker.protocol import (
     activation_record,
     dumps,
     fallback_record,
+    parse_activation,
 )
 from invoker.protocol.logs import LogCollector, iso_time
 from invoker.protocol.runtime import (
@@ -50,16 +51,29 @@ MIB = 1024 * 1024
 
 @dataclass(slots=True)
 class Job:
-    """A received activation with its action resolved, waiting for or holding a core."""
+    """A received activation with its action resolved, waiting for or holding a core.
 
-    msg: ActivationMessage
+    A job deep in the queue keeps only its raw message (``compact``): the parsed form is
+    several times larger, and it is parsed again when the job comes up."""
+
+    raw: bytes
     action: Action
     partition: int
     offset: int
     received: float  # clock.now() at receipt
     admitted: float = 0.0  # clock.now() when queued for a core (after parse and fetch)
     max_payload: int = MIB
-    platform_env: dict[str, str] = field(default_factory=dict)
+    platform_env: dict[str, str] | None = None
+    parsed: ActivationMessage | None = None
+
+    @property
+    def msg(self) -> ActivationMessage:
+        if self.parsed is None:
+            self.parsed = parse_activation(self.raw)
+        return self.parsed
+
+    def compact(self) -> None:
+        self.parsed = None
 
 
 @dataclass(slots=True)

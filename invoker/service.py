@@ -46,6 +46,7 @@ from invoker.store import Store, StoreError
 from policies import FunctionStats, get_policy
 
 log = logging.getLogger(__name__)
+COMPACT_AFTER = 1024  # queued jobs beyond this keep only their raw message (memory)
 
 
 class Invoker:
@@ -304,8 +305,11 @@ class Invoker:
             elif paused and self.pending <= low_water:
                 self.consumer.resume()
                 paused = False
+            room = self.config.max_pending - self.pending
             try:
-                records = await self.consumer.poll(max_records=500, timeout_s=0.5)
+                records = await self.consumer.poll(
+                    max_records=max(1, min(500, room)), timeout_s=0.5
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -374,12 +378,13 @@ class Invoker:
                 )
                 return
             job = Job(
-                msg,
+                record.value,
                 action,
                 record.partition,
                 record.offset,
                 received,
                 max_payload=payload_limit(msg.user.limits),
+                parsed=msg,
             )
             problem = unsupported_encryption(msg) or check_user_limits(
                 action, msg.user.limits, self.config.user_memory_mb
@@ -389,9 +394,11 @@ class Invoker:
                 await self._answer(record, self.runner.answer_unrun(job, response))
                 return
             if self.gpu_pool is not None and self.gpu_pool.routes(action):
-                job.platform_env.update(self.gpu_pool.action_env())
+                job.platform_env = self.gpu_pool.action_env()
             job.admitted = self.clock.now()
             self.scheduler.admit(action.docid, job, received)
+            if self.scheduler.queued > COMPACT_AFTER:
+                job.compact()
             self._wake()
         except Exception:
             log.exception("activation %s could not be admitted", msg.activation_id)
