@@ -40,7 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> None:
-    from containers.factory import make_backend
     from containers.manifest import Manifest
     from front.entities import Limits
     from front.identities import GUEST_AUTH, Identities
@@ -48,7 +47,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
     from invoker.admin import serve_admin
     from invoker.clock import SystemClock
     from invoker.commands.run import wait_for_signal
-    from invoker.service import Invoker
+    from invoker.compose import build_invoker
 
     clock = SystemClock()
     state = Path(cfg.state_dir)
@@ -86,23 +85,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         manifest=manifest,
         limits=Limits(max_timeout_ms=args.max_timeout_ms, max_memory_mb=args.max_memory_mb),
     )
-    backend = make_backend(
-        cfg.backend, state_dir=state, name_prefix=cfg.container_prefix, docker_host=cfg.docker_host
-    )
-    gpu_pool = None
-    if cfg.gpu_devices:
-        from gpu.integration import make_gpu_pool
-
-        gpu_pool = make_gpu_pool(cfg)
-    invoker = Invoker(
-        cfg,
-        bus=bus,
-        store=store,
-        backend=backend,
-        clock=clock,
-        manifest=manifest,
-        gpu_pool=gpu_pool,
-    )
+    invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
     admin = None
     try:
         await invoker.start()
@@ -114,7 +97,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         )
         print(
             f"OpenWhisk API ready at {front.url} (policy {cfg.policy}, "
-            f"cores {list(cfg.action_cores)}, backend {backend.name})",
+            f"cores {list(cfg.action_cores)}, backend {invoker.backend.name})",
             flush=True,
         )
         print(f"  wsk property set --apihost {front.url} --auth {guest}", flush=True)

@@ -112,6 +112,9 @@ class InvokerConfig:
     runtimes_manifest: str | None = _opt(
         None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
     )
+    runtime_images: tuple[str, ...] = _opt(
+        factory=tuple, help="image overrides KIND=IMAGE,... for the docker backend"
+    )
     state_dir: str = _opt(".state/invoker", help="where containers, spools and pid files live")
     admin_host: str = _opt("127.0.0.1", help="admin HTTP listen address")
     admin_port: int = _opt(8085, env=("PORT",), help="admin HTTP port (/ping, /metrics, ...)")
@@ -130,9 +133,13 @@ class InvokerConfig:
     max_pending: int = _opt(100_000, help="activations held before consumption pauses")
     record_spool_mb: int = _opt(512, help="disk kept for records while CouchDB is down")
     gpu_devices: str | None = _opt(
-        None, help="GPU pool devices: auto, nvml, virtual:N (off if unset)"
+        None, help="GPU pool for actions annotated gpu=true: auto, nvml, virtual:N (off if unset)"
     )
-    gpu_memory_mb: int = _opt(4096, help="memory of each virtual GPU device")
+    gpu_memory_mb: int = _opt(1024, help="memory of each virtual GPU device")
+    gpu_policy: str = _opt(
+        "lalbo3", help="GPU scheduler: lb, lalb, lalbo3, cfs-affinity, exclusive"
+    )
+    gpu_o3_limit: int = _opt(25, help="LALB+O3 skip limit")
     log_level: str = _opt("INFO", help="logging level")
 
     def __post_init__(self) -> None:

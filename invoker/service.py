@@ -19,6 +19,7 @@ from containers.backend import ContainerBackend
 from containers.manifest import Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
+from gpu.integration import is_gpu_action
 from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Job
@@ -43,7 +44,7 @@ from invoker.protocol.runtime import unsupported_encryption
 from invoker.records import RecordWriter
 from invoker.scheduler import Call, NodeScheduler
 from invoker.store import Store, StoreError
-from policies import FunctionStats, get_policy
+from policies import OPENWHISK, FunctionStats, get_policy
 
 log = logging.getLogger(__name__)
 COMPACT_AFTER = 1024  # queued jobs beyond this keep only their raw message (memory)
@@ -80,6 +81,9 @@ class Invoker:
         self.scheduler: NodeScheduler[Job] = NodeScheduler(
             self.policy, config.action_cores, FunctionStats(window_s=config.fc_window_s)
         )
+        # GPU actions wait in the GPU pool's scheduler, not for a core: their calls start in
+        # arrival order as memory allows and share the action cores for CPU-side work.
+        self.gpu_calls: NodeScheduler[Job] = NodeScheduler(OPENWHISK, config.action_cores)
         state = Path(config.state_dir)
         self.pool = ContainerPool(
             backend,
@@ -169,6 +173,7 @@ class Invoker:
         await self.pool.start()
         if self.gpu_pool is not None:
             await self.gpu_pool.start()
+            log.info("GPU pool at %s: %s", self.gpu_pool.address, self.gpu_pool.note)
         await self.consumer.start()
         self._loops = [
             asyncio.create_task(self._feed_loop(), name="feed"),
@@ -197,7 +202,7 @@ class Invoker:
         if feed is not None:
             feed.cancel()
             await asyncio.gather(feed, return_exceptions=True)
-        handed_back = self.scheduler.drain()
+        handed_back = self.scheduler.drain() + self.gpu_calls.drain()
         if handed_back:
             log.info("handing back %d queued activations for re-delivery", len(handed_back))
         self.pending -= len(handed_back)
@@ -256,6 +261,7 @@ class Invoker:
             "actionCores": list(self.config.action_cores),
             "queued": self.scheduler.queued,
             "running": self.scheduler.running,
+            "gpuCalls": {"queued": self.gpu_calls.queued, "running": self.gpu_calls.running},
             "pending": self.pending,
             "userMemoryMB": self.config.user_memory_mb,
             "usedMemoryMB": self.pool.used_memory_mb,
@@ -393,11 +399,13 @@ class Invoker:
                 response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, problem)
                 await self._answer(record, self.runner.answer_unrun(job, response))
                 return
-            if self.gpu_pool is not None and self.gpu_pool.routes(action):
+            queue = self.scheduler
+            if self.gpu_pool is not None and is_gpu_action(action):
                 job.platform_env = self.gpu_pool.action_env()
+                queue = self.gpu_calls
             job.admitted = self.clock.now()
-            self.scheduler.admit(action.docid, job, received)
-            if self.scheduler.queued > COMPACT_AFTER:
+            queue.admit(action.docid, job, received)
+            if queue.queued > COMPACT_AFTER:
                 job.compact()
             self._wake()
         except Exception:
@@ -425,21 +433,23 @@ class Invoker:
         return True
 
     async def _dispatch_loop(self) -> None:
+        queues = (self.gpu_calls, self.scheduler)
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            while self.scheduler.can_start():
-                head = self.scheduler.peek()
-                assert head is not None
-                job = head.payload
-                key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
-                lease = self.pool.reserve(key, job.action.kind, job.action.limits.memory_mb)
-                if lease is None:
-                    break  # wait for memory: a release wakes us
-                call = self.scheduler.start(self.clock.now())
-                self._spawn(self._execute(call, lease))
+            for queue in queues:
+                while queue.can_start():
+                    head = queue.peek()
+                    assert head is not None
+                    job = head.payload
+                    key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
+                    lease = self.pool.reserve(key, job.action.kind, job.action.limits.memory_mb)
+                    if lease is None:
+                        break  # wait for memory: a release wakes us
+                    call = queue.start(self.clock.now())
+                    self._spawn(self._execute(queue, call, lease))
 
-    async def _execute(self, call: Call[Job], lease: Lease) -> None:
+    async def _execute(self, queue: NodeScheduler[Job], call: Call[Job], lease: Lease) -> None:
         job = call.payload
         cores = (
             frozenset({call.core}) if call.core is not None else frozenset(self.config.action_cores)
@@ -450,7 +460,7 @@ class Invoker:
             try:
                 outcome = await self.runner.run(job, lease, cores)
             finally:
-                self.scheduler.finish(call, outcome.run_s if outcome else None)
+                queue.finish(call, outcome.run_s if outcome else None)
                 self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
                 self._wake()
             if outcome.answer is not None:

@@ -35,11 +35,10 @@ async def wait_for_signal() -> None:
 
 
 async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.0) -> None:
-    from containers.factory import make_backend
     from invoker.admin import serve_admin
     from invoker.bus.kafka import KafkaBus
     from invoker.clock import SystemClock
-    from invoker.service import Invoker
+    from invoker.compose import build_invoker
     from invoker.store.couch import CouchStore
 
     bus = KafkaBus(cfg.kafka)
@@ -49,20 +48,7 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     await store.wait_ready()
     for db in (cfg.whisks_db, cfg.activations_db):
         await store.ensure_db(db)
-    backend = make_backend(
-        cfg.backend,
-        state_dir=cfg.state_dir,
-        name_prefix=cfg.container_prefix,
-        docker_host=cfg.docker_host,
-    )
-    gpu_pool = None
-    if cfg.gpu_devices:
-        from gpu.integration import make_gpu_pool
-
-        gpu_pool = make_gpu_pool(cfg)
-    invoker = Invoker(
-        cfg, bus=bus, store=store, backend=backend, clock=SystemClock(), gpu_pool=gpu_pool
-    )
+    invoker = build_invoker(cfg, bus=bus, store=store, clock=SystemClock())
     await invoker.start()
     admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
     log.info("admin HTTP on http://%s:%d", cfg.admin_host, cfg.admin_port)

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from containers.backend import ContainerBackend
 from containers.process import ProcessBackend
+from gpu.integration import make_gpu_pool
 from invoker.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus
 from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
@@ -221,7 +222,10 @@ async def running_invoker(
     backend = backend or ProcessBackend(
         state_dir=tmp_path / "containers", name_prefix=config.container_prefix
     )
-    invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=SystemClock())
+    gpu_pool = make_gpu_pool(config) if config.gpu_devices else None
+    invoker = Invoker(
+        config, bus=bus, store=store, backend=backend, clock=SystemClock(), gpu_pool=gpu_pool
+    )
     stub = ControllerStub(kafka.bootstrap, config, store)
     await invoker.start()
     await stub.start()

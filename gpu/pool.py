@@ -1,0 +1,290 @@
+"""``GpuPool``: the co-located GPU model-cache pool an invoker owns.
+
+Composition root of the live pool: devices (NVML or virtual), one worker process per device,
+the loader process, the host tier, the scheduler chosen by config, the dispatcher, the
+Prometheus metrics and the socket server that actions reach through ``__OW_GPU_POOL``.
+
+    pool = GpuPool(GpuConfig(devices="virtual:2", memory_mb=512), registry=registry)
+    await pool.start()
+    env = pool.action_env()      # {"__OW_GPU_POOL": "unix:/dev/shm/owgpu-…/pool.sock"}
+    ...
+    await pool.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from gpu.config import GpuConfig
+from gpu.devices import DeviceSpec, Nvml, discover
+from gpu.dispatcher import Dispatcher, InferenceResult, JobResult, WorkerCrashed
+from gpu.estimates import DeviceTypePrior, Estimator
+from gpu.hosttier import HostModel, HostTier, RegistrationError
+from gpu.metrics import PoolMetrics
+from gpu.policies import make_scheduler
+from gpu.protocol import parse_address
+from gpu.scheduler import DeviceSlot, Dispatch, GpuScheduler, Request
+from gpu.server import PoolServer
+from gpu.stats import PoolStats
+from gpu.workers import ProcessBackend, UnknownModel, WorkerProcess
+from invoker.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "__OW_GPU_POOL"
+
+
+class GpuPool:
+    def __init__(
+        self,
+        config: GpuConfig | None = None,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        devices: Sequence[DeviceSpec] | None = None,
+    ) -> None:
+        self.config = config or GpuConfig()
+        self.registry = registry
+        self.clock = clock or SystemClock()
+        self._given_devices = list(devices) if devices is not None else None
+        self.devices: list[DeviceSpec] = []
+        self.note = ""
+        self._address = ""
+        self._dir: Path | None = None
+        self._nvml: Nvml | None = None
+        self.loader: WorkerProcess | None = None
+        self.backend: ProcessBackend | None = None
+        self.host: HostTier
+        self.scheduler: GpuScheduler
+        self.dispatcher: Dispatcher
+        self.stats: PoolStats
+        self.metrics: PoolMetrics | None = None
+        self._server: PoolServer | None = None
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        max_payload = cfg.max_payload_mb << 20
+        if self._given_devices is not None:
+            self.devices, self.note = self._given_devices, "given devices"
+        else:
+            self._nvml = Nvml()
+            self.devices, self.note = discover(cfg, self._nvml)
+        log.info("GPU pool: %s, policy %s", self.note, cfg.policy)
+        shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self._dir = Path(tempfile.mkdtemp(prefix="owgpu-", dir=cfg.state_dir or shm))
+        slots = [DeviceSlot(d.index, d.memory_bytes, d.dtype) for d in self.devices]
+        estimator = Estimator()
+        self.scheduler = make_scheduler(
+            cfg.policy,
+            slots,
+            self.clock,
+            estimator=estimator,
+            o3_limit=cfg.o3_limit,
+            affinity_penalty=cfg.affinity_penalty,
+        )
+        cache = self.scheduler.cache
+        self.loader = WorkerProcess("loader", ["--role", "loader"], max_payload=max_payload)
+        self.host = HostTier(
+            self._dir,
+            cfg.host_memory_mb << 20,
+            self._ingest,
+            is_resident=lambda k: bool(cache.holders(k)),
+            check_size=cache.check_fits,
+            on_evict=self._host_evicted,
+        )
+        self.backend = ProcessBackend(
+            self.devices,
+            self.host,
+            threads=cfg.worker_threads,
+            max_payload=max_payload,
+            clock=self.clock,
+            on_restart=self._worker_restarted,
+        )
+        try:
+            _, infos = await asyncio.gather(self.loader.start(), self.backend.start())
+        except BaseException:
+            await self._teardown()
+            raise
+        for dtype in {d.dtype for d in self.devices}:
+            mine = [i for d, i in zip(self.devices, infos, strict=True) if d.dtype == dtype]
+            estimator.priors[dtype] = DeviceTypePrior(
+                statistics.median(i["copy_bw"] for i in mine),
+                statistics.median(i["compute_bw"] for i in mine),
+            )
+        self.stats = PoolStats(len(self.devices), start=self.clock.now())
+        if self.registry is not None:
+            self.metrics = PoolMetrics(self.registry, len(self.devices))
+            self.metrics.bind(
+                lambda: float(self.scheduler.pending),
+                lambda: float(len(cache.holders(self._most_popular()))),
+                [lambda i=i: float(cache.devices[i].used) for i in range(len(self.devices))],
+                [self._nvml_util(d) for d in self.devices if d.kind == "cuda"],
+            )
+        self.dispatcher = Dispatcher(
+            self.scheduler,
+            self.backend,
+            self.clock,
+            stats=self.stats,
+            max_retries=cfg.max_retries,
+            on_event=self._on_event,
+        )
+        address = cfg.address or f"unix:{self._dir / 'pool.sock'}"
+        self._server = PoolServer(self, address, max_payload)
+        try:
+            self._address = await self._server.start()
+        except BaseException:
+            await self._teardown()
+            raise
+        self._started = True
+
+    async def stop(self) -> None:
+        """Fail waiting requests, stop the server and every worker, delete the host tier."""
+        if not self._started and self._dir is None:
+            return
+        self._started = False
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
+        if hasattr(self, "dispatcher"):
+            await self.dispatcher.close()
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        if self.backend is not None:
+            await self.backend.stop()
+        if self.loader is not None:
+            await self.loader.stop()
+        if hasattr(self, "host"):
+            self.host.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        if self._nvml is not None:
+            self._nvml.close()
+
+    async def __aenter__(self) -> GpuPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- what the invoker needs -----------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """``unix:/path`` or ``tcp:127.0.0.1:PORT``, valid after ``start``."""
+        return self._address
+
+    def action_env(self) -> dict[str, str]:
+        """Extra init environment for an action marked ``gpu``."""
+        return {ENV_VAR: self._address}
+
+    def socket_path(self) -> str | None:
+        """The Unix socket to bind-mount into a container (None for a TCP address)."""
+        kind, target = parse_address(self._address)
+        return str(target) if kind == "unix" else None
+
+    # -- operations (the server calls these; tests and benchmarks may too) ---------------
+
+    async def register(self, key: str, data: bytes) -> HostModel:
+        return await self.host.register(key, data)
+
+    async def infer(
+        self,
+        key: str,
+        payload: bytes,
+        *,
+        batch: int = 1,
+        function: str = "",
+        namespace: str = "",
+    ) -> InferenceResult:
+        m = self.host.get(key)
+        if m is None:
+            raise UnknownModel(f"model {key[:12]} is not registered (send its bytes)")
+        client = namespace if self.config.fair_share_by == "namespace" else function
+        req = Request(key, m.size, max(1, batch), client, self.clock.now(), payload=payload)
+        res = await self.dispatcher.submit(req)
+        if self.metrics is not None:
+            self.metrics.on_latency(res.hit, res.latency_s)
+        return res
+
+    def snapshot(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "policy": self.config.policy,
+            "note": self.note,
+            "devices": [
+                {
+                    "index": d.index,
+                    "name": d.name,
+                    "capacity": d.memory_bytes,
+                    "used": self.scheduler.cache.devices[d.index].used,
+                    "resident": self.scheduler.cache.devices[d.index].lru(),
+                    "busy": self.scheduler.state[d.index].busy,
+                    "pid": self.backend.workers[d.index].pid if self.backend else None,
+                    "restarts": self.backend.restarts[d.index] if self.backend else 0,
+                }
+                for d in self.devices
+            ],
+            "host_models": len(self.host),
+            "host_bytes": self.host.used,
+            "pending": self.scheduler.pending,
+        }
+        out.update(self.stats.summary(self.clock.now()))
+        return out
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _ingest(self, spec: dict[str, Any]) -> dict[str, Any]:
+        assert self.loader is not None
+        try:
+            h, _ = await self.loader.call(spec)
+        except WorkerCrashed as e:
+            await self.loader.start()
+            raise RegistrationError(f"the model loader crashed on this file: {e}") from e
+        return h
+
+    async def _host_evicted(self, key: str) -> None:
+        if self.metrics is not None:
+            self.metrics.evictions.labels("host").inc()
+        if self.backend is not None and any(d.kind == "cuda" for d in self.devices):
+            await self.backend.forget(key)
+
+    def _worker_restarted(self, device: int, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.restarts.labels(str(device), reason).inc()
+
+    def _on_event(self, kind: str, d: Dispatch, res: JobResult | None) -> None:
+        if self.metrics is not None:
+            self.metrics.on_event(kind, d, res)
+            if kind == "crash":
+                self.metrics.failures.labels("worker_crash").inc()
+
+    def _most_popular(self) -> str:
+        top = self.stats.requests_per_model.most_common(1)
+        return top[0][0] if top else ""
+
+    def _nvml_util(self, d: DeviceSpec) -> Any:
+        nvml = self._nvml
+
+        def read() -> float:
+            if nvml is None or not nvml.available:
+                return float("nan")
+            try:
+                return nvml.utilization(d.index)[0]
+            except Exception:
+                return float("nan")
+
+        return read

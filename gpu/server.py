@@ -1,0 +1,124 @@
+"""The socket actions talk to: register a model file once, then send inference inputs.
+
+Ops (one frame in, one frame out, per connection in order):
+  ``hello``                               → policy, devices
+  ``lookup {key}``                        → known, size
+  ``register {key}`` + model file bytes   → size, kind (or an error such as ModelTooLarge)
+  ``infer {key, batch, fn, ns}`` + input  → hit, device, timings + output bytes
+  ``stats``                               → a snapshot of the pool
+Errors come back as ``{"error": <class name>, "message": ...}``; the connection stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from gpu.protocol import ProtocolError, parse_address, read_frame, write_frame
+
+if TYPE_CHECKING:
+    from gpu.pool import GpuPool
+
+log = logging.getLogger(__name__)
+
+
+class PoolServer:
+    def __init__(self, pool: GpuPool, address: str, max_payload: int) -> None:
+        self.pool = pool
+        self.address = address
+        self.max_payload = max_payload
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> str:
+        kind, target = parse_address(self.address)
+        if kind == "unix":
+            assert isinstance(target, str)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target)
+            self._server = await asyncio.start_unix_server(self._serve, path=target)
+            os.chmod(target, 0o660)
+        else:
+            host, port = target  # type: ignore[misc]
+            self._server = await asyncio.start_server(self._serve, host, port)
+            port = self._server.sockets[0].getsockname()[1]
+            self.address = f"tcp:{host}:{port}"
+        return self.address
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        await asyncio.gather(*self._conns, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        kind, target = parse_address(self.address)
+        if kind == "unix":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(target))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            while True:
+                try:
+                    h, payload = await read_frame(reader, self.max_payload)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                except ProtocolError as e:
+                    await write_frame(writer, {"error": "ProtocolError", "message": str(e)})
+                    return
+                reply, body = await self._handle(h, payload)
+                await write_frame(writer, reply, body)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(task)
+            writer.close()
+
+    async def _handle(self, h: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        op = h.get("op")
+        pool = self.pool
+        try:
+            if op == "hello":
+                return {"ok": True, "policy": pool.config.policy, "devices": len(pool.devices)}, b""
+            if op == "lookup":
+                m = pool.host.get(str(h["key"]))
+                return {"known": m is not None, "size": m.size if m else 0}, b""
+            if op == "register":
+                m = await pool.register(str(h["key"]), payload)
+                return {"ok": True, "size": m.size, "kind": m.kind}, b""
+            if op == "infer":
+                res = await pool.infer(
+                    str(h["key"]),
+                    payload,
+                    batch=int(h.get("batch", 1)),
+                    function=str(h.get("fn", "")),
+                    namespace=str(h.get("ns", "")),
+                )
+                return {
+                    "ok": True,
+                    "hit": res.hit,
+                    "device": res.device,
+                    "queue_s": res.queue_s,
+                    "upload_s": res.upload_s,
+                    "infer_s": res.infer_s,
+                    "latency_s": res.latency_s,
+                }, res.output or b""
+            if op == "stats":
+                return pool.snapshot(), b""
+            return {"error": "BadOp", "message": f"unknown op {op!r}"}, b""
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not isinstance(e, (KeyError, ValueError, RuntimeError)):
+                log.exception("GPU pool request failed")
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+            return {"error": type(e).__name__, "message": str(msg)}, b""

@@ -1,0 +1,45 @@
+"""Building an invoker from configuration: the one place that picks the backends."""
+
+from __future__ import annotations
+
+from containers.factory import make_backend
+from containers.manifest import Manifest
+from invoker.bus import Bus
+from invoker.clock import Clock
+from invoker.config import InvokerConfig
+from invoker.metrics import InvokerMetrics
+from invoker.service import Invoker
+from invoker.store import Store
+
+
+def build_invoker(
+    cfg: InvokerConfig, *, bus: Bus, store: Store, clock: Clock, manifest: Manifest | None = None
+) -> Invoker:
+    """The container backend named by ``cfg.backend``, the runtime manifest (stock file when
+    configured), and the GPU pool when ``cfg.gpu_devices`` is set."""
+    if manifest is None:
+        manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
+    if cfg.runtime_images:
+        manifest = manifest.with_images(dict(i.split("=", 1) for i in cfg.runtime_images))
+    backend = make_backend(
+        cfg.backend,
+        state_dir=cfg.state_dir,
+        name_prefix=cfg.container_prefix,
+        docker_host=cfg.docker_host,
+    )
+    metrics = InvokerMetrics()
+    gpu_pool = None
+    if cfg.gpu_devices:
+        from gpu.integration import make_gpu_pool
+
+        gpu_pool = make_gpu_pool(cfg, metrics.registry)
+    return Invoker(
+        cfg,
+        bus=bus,
+        store=store,
+        backend=backend,
+        clock=clock,
+        manifest=manifest,
+        metrics=metrics,
+        gpu_pool=gpu_pool,
+    )

@@ -1,0 +1,202 @@
+"""The live pool on CPU-backed virtual devices with real torch models and worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
+
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+
+from gpu import testmodels  # noqa: E402
+from gpu.cache import ModelTooLarge  # noqa: E402
+from gpu.config import GpuConfig  # noqa: E402
+from gpu.hosttier import content_key  # noqa: E402
+from gpu.pool import GpuPool  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def call_bytes(*args) -> bytes:
+    buf = io.BytesIO()
+    torch.save({"args": args, "kwargs": {}}, buf)
+    return buf.getvalue()
+
+
+def output(res) -> torch.Tensor:
+    return torch.load(io.BytesIO(res.output), weights_only=True)
+
+
+async def register(pool: GpuPool, model) -> str:
+    data = testmodels.model_bytes(model)
+    key = content_key(data)
+    await pool.register(key, data)
+    return key
+
+
+def pool_with(**kw) -> GpuPool:
+    cfg = {"devices": "virtual:2", "memory_mb": 64, "policy": "lalbo3", **kw}
+    return GpuPool(GpuConfig(**cfg), registry=CollectorRegistry())
+
+
+async def test_hits_skip_upload_and_lru_victims_are_right() -> None:
+    async with pool_with(devices="virtual:1") as pool:
+        models = [testmodels.mlp(20, seed=i) for i in range(4)]  # 20 MiB each, 64 MiB device
+        keys = [await register(pool, m) for m in models]
+        x = torch.randn(3, 512)
+        first = await pool.infer(keys[0], call_bytes(x))
+        again = await pool.infer(keys[0], call_bytes(x))
+        assert (first.hit, again.hit) == (False, True)
+        assert first.upload_s > 0 and again.upload_s == 0
+        assert torch.allclose(output(again), models[0](x), atol=1e-5)
+        await pool.infer(keys[1], call_bytes(x))
+        await pool.infer(keys[2], call_bytes(x))
+        await pool.infer(keys[0], call_bytes(x))  # refresh A: B is now least recently used
+        res = await pool.infer(keys[3], call_bytes(x))
+        assert not res.hit
+        lru = pool.scheduler.cache.devices[0].lru()
+        assert keys[1] not in lru and lru == [keys[2], keys[0], keys[3]]
+        assert pool.backend is not None
+        h, _ = await pool.backend.workers[0].call({"op": "stats"})
+        assert set(h["resident"]) == set(lru)  # the worker really dropped B
+        assert pool.stats.evicted == 1
+        metrics = generate_latest(pool.registry).decode()
+        assert 'owgpu_evictions_total{tier="device"} 1.0' in metrics
+        assert 'owgpu_requests_total{outcome="hit"} 2.0' in metrics
+
+
+async def test_model_larger_than_device_is_refused() -> None:
+    async with pool_with(devices="virtual:2", memory_mb=16) as pool:
+        with pytest.raises(ModelTooLarge, match=r"largest GPU device has 16\.0 MiB"):
+            await register(pool, testmodels.mlp(20))
+        assert len(pool.host) == 0
+
+
+async def test_killed_worker_is_replaced_and_request_retried() -> None:
+    async with pool_with(devices="virtual:1", memory_mb=64) as pool:
+        key = await register(pool, testmodels.SleepyNet(delay_s=1.5))
+        assert pool.backend is not None
+        old_pid = pool.backend.workers[0].pid
+        task = asyncio.create_task(pool.infer(key, call_bytes(torch.randn(1, 64))))
+        await asyncio.sleep(0.8)
+        assert pool.scheduler.state[0].busy
+        os.kill(old_pid, signal.SIGKILL)
+        res = await task  # retried once on the fresh worker, as a miss
+        assert res.hit is False and output(res).shape == (1, 64)
+        assert pool.backend.workers[0].pid != old_pid
+        assert pool.backend.restarts[0] == 1
+        assert 'owgpu_worker_restarts_total{device="0",reason="crashed"} 1.0' in (
+            generate_latest(pool.registry).decode()
+        )
+
+
+async def test_concurrent_requests_follow_finish_time_rule() -> None:
+    async with pool_with(devices="virtual:2", memory_mb=64, policy="lalb") as pool:
+        slow = await register(pool, testmodels.SleepyNet(delay_s=0.6))
+        x = call_bytes(torch.randn(1, 64))
+        await pool.infer(slow, x)  # warm: now resident on one device, inference profiled
+        # Slow inference, cheap upload: a miss on the idle device finishes first.
+        a, b = await asyncio.gather(pool.infer(slow, x), _later(pool.infer(slow, x), 0.1))
+        assert a.device != b.device and (a.hit, b.hit) == (True, False)
+        # Now make uploads look expensive (as for a big model): the second request waits
+        # for the busy device that holds the model, in its local queue, and hits there.
+        big = await register(pool, testmodels.SleepyNet(delay_s=0.3, width=32))
+        await pool.infer(big, call_bytes(torch.randn(1, 32)))
+        for _ in range(8):
+            pool.scheduler.estimator.observe_upload(10_000, "virtual", 30.0)
+        y = call_bytes(torch.randn(1, 32))
+        c, d = await asyncio.gather(pool.infer(big, y), _later(pool.infer(big, y), 0.1))
+        assert c.device == d.device and (c.hit, d.hit) == (True, True)
+        assert d.queue_s >= 0.15  # it waited for the busy device rather than miss elsewhere
+
+
+async def _later(coro, delay: float):
+    await asyncio.sleep(delay)
+    return await coro
+
+
+CLIENT = textwrap.dedent(
+    """
+    import json, sys, torch
+    import gpu.client
+    gpu.client.install(sys.argv[1])
+    model = torch.load(sys.argv[2], weights_only=False)   # plain torch idiom
+    x = torch.load(sys.argv[3])                           # a tensor: not proxied
+    y = model(x)
+    jit = torch.jit.load(sys.argv[4])
+    z = jit(x)
+    ref = torch.load(sys.argv[5])
+    print(json.dumps({
+        "proxied": type(model).__name__, "tensor": type(x).__name__,
+        "close": bool(torch.allclose(y, ref, atol=1e-5)),
+        "jit_close": bool(torch.allclose(z, ref, atol=1e-5)),
+        "hit": model.last["hit"], "key": model.key,
+    }))
+    """
+)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+async def test_client_patch_from_separate_processes_shares_one_copy(tmp_path: Path) -> None:
+    m = testmodels.mlp(8, seed=7)
+    x = torch.randn(2, 512)
+    data = testmodels.model_bytes(m)
+    for name in ("a.pt", "b.pt"):  # two actions ship the same file under different names
+        (tmp_path / name).write_bytes(data)
+    torch.save(x, tmp_path / "x.pt")
+    torch.save(m(x).detach(), tmp_path / "ref.pt")
+    torch.jit.save(torch.jit.trace(m, x), tmp_path / "m.jit")
+    (tmp_path / "client.py").write_text(CLIENT)
+    async with pool_with(devices="virtual:2", memory_mb=64) as pool:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(tmp_path / "client.py"),
+                pool.address,
+                str(tmp_path / name),
+                str(tmp_path / "x.pt"),
+                str(tmp_path / "m.jit"),
+                str(tmp_path / "ref.pt"),
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            for name in ("a.pt", "b.pt")
+        ]
+        outs = [json.loads((await p.communicate())[0]) for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        for o in outs:
+            assert o["proxied"] == "RemoteModule" and o["tensor"] == "Tensor"
+            assert o["close"] and o["jit_close"]
+        assert outs[0]["key"] == outs[1]["key"] == content_key(data)
+        # one host-tier entry for the pickled module (+ one for the TorchScript file), and
+        # the module resident on exactly one device: the second action hit the first's copy
+        assert len(pool.host) == 2
+        assert len(pool.scheduler.cache.holders(content_key(data))) == 1
+        assert sorted(o["hit"] for o in outs) == [False, True]
+
+
+async def test_exclusive_switch_replaces_the_worker() -> None:
+    async with pool_with(devices="virtual:1", policy="exclusive") as pool:
+        a = await register(pool, testmodels.mlp(4, seed=1))
+        b = await register(pool, testmodels.mlp(4, seed=2))
+        x = call_bytes(torch.randn(1, 512))
+        assert pool.backend is not None
+        r1 = await pool.infer(a, x, function="fa")
+        pid1 = pool.backend.workers[0].pid
+        r2 = await pool.infer(a, x, function="fa")
+        r3 = await pool.infer(b, x, function="fb")
+        assert (r1.cold_start, r2.cold_start, r3.cold_start) == (True, False, True)
+        assert pool.backend.workers[0].pid != pid1
+        assert r3.upload_s > 0.3  # a fresh process importing torch, then a full torch.load
