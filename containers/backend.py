@@ -27,6 +27,11 @@ class ContainerError(Exception):
     """A container could not be created or operated (maps to a whisk error, status 3)."""
 
 
+class ImagePullError(ContainerError):
+    """A blackbox image could not be pulled and no usable copy exists: the action's problem
+    (a developer error, status 2, with this message), not the node's."""
+
+
 class ContainerGone(ContainerError):
     """The runtime died or dropped the connection (maps to a developer error, status 2)."""
 

@@ -8,7 +8,12 @@ from containers.backend import ContainerBackend
 
 
 def make_backend(
-    kind: str, *, state_dir: str | Path, name_prefix: str, docker_host: str | None = None
+    kind: str,
+    *,
+    state_dir: str | Path,
+    name_prefix: str,
+    docker_host: str | None = None,
+    docker_binds: tuple[str, ...] = (),
 ) -> ContainerBackend:
     if kind == "process":
         from containers.process import ProcessBackend
@@ -17,5 +22,6 @@ def make_backend(
     if kind == "docker":
         from containers.docker import DockerBackend
 
-        return DockerBackend(docker_host=docker_host, name_prefix=name_prefix)
+        # Images come with each ContainerSpec, from the invoker's runtime manifest.
+        return DockerBackend(docker_host=docker_host, name_prefix=name_prefix, binds=docker_binds)
     raise ValueError(f"unknown container backend {kind!r}: choose process or docker")

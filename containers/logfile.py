@@ -16,6 +16,7 @@ import asyncio
 import ctypes
 import os
 import struct
+from collections.abc import Callable
 
 from containers.backend import LogLine
 from invoker.protocol import json
@@ -49,15 +50,29 @@ def parse_line(raw: bytes) -> LogLine | None:
     return LogLine(time if isinstance(time, str) else "", stream, text, len(raw))
 
 
+def _stream_of(raw: bytes) -> str | None:
+    """The stream of a json-file line, cheaply (parsed only when the fast checks fail)."""
+    if b'"stream":"stdout"' in raw:
+        return "stdout"
+    if b'"stream":"stderr"' in raw:
+        return "stderr"
+    line = parse_line(raw)
+    return line.stream if line is not None else None
+
+
 class LogParser:
     """Collects one activation's lines from json-file bytes, up to both sentinels.
 
     Only complete (newline-terminated) lines are consumed. Once the raw size of the kept
     lines exceeds ``limit_bytes`` the rest is consumed but not kept; the line that crossed
     the limit is kept, so a size-counting consumer (``LogCollector``) sees the truncation.
-    Lines that are not json-file entries are skipped."""
+    Lines that are not json-file entries are skipped.
 
-    __slots__ = ("limit_bytes", "lines", "seen", "size", "skipped")
+    The two streams are drained independently, so once one stream's sentinel is seen its
+    further lines already belong to the next activation: they are set aside in ``deferred``
+    and must be fed first to the next activation's parser (see :meth:`carry`)."""
+
+    __slots__ = ("deferred", "limit_bytes", "lines", "seen", "size", "skipped")
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
@@ -65,6 +80,12 @@ class LogParser:
         self.size = 0
         self.skipped = 0
         self.seen: set[str] = set()
+        self.deferred: list[bytes] = []
+
+    def carry(self, rest: bytes) -> bytes:
+        """What the next activation's parser must read first: the deferred lines, then
+        ``rest`` (bytes this parser did not consume). Each stream keeps its order."""
+        return b"".join(self.deferred) + rest if self.deferred else rest
 
     @property
     def complete(self) -> bool:
@@ -88,8 +109,14 @@ class LogParser:
             if raw.startswith(_SENTINEL_PREFIX):
                 stream = _FAST_STREAMS.get(raw[len(_SENTINEL_PREFIX) : len(_SENTINEL_PREFIX) + 6])
                 if stream is not None:
-                    self.seen.add(stream)
+                    if stream in self.seen:
+                        self.deferred.append(raw)  # the next activation's sentinel
+                    else:
+                        self.seen.add(stream)
                     continue
+            if self.seen and _stream_of(raw) in self.seen:
+                self.deferred.append(raw)  # this stream is done: the next activation's line
+                continue
             if self.truncated and _SENTINEL_MARK not in raw:
                 self.skipped += len(raw)  # beyond the limit: only look for the sentinels
                 continue
@@ -207,20 +234,33 @@ class LogWatcher:
 
 
 class LogFile:
-    """A container's log file, read activation by activation from a remembered offset."""
+    """A container's log file, read activation by activation from a remembered offset.
 
-    def __init__(self, path: str | os.PathLike[str], watcher: LogWatcher | None = None) -> None:
+    ``convert`` turns one raw line of another log format (newline excluded) into json-file
+    line(s), e.g. Podman's ``k8s-file``; by default the file already is json-file."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        watcher: LogWatcher | None = None,
+        convert: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.path = os.fspath(path)
         self._watcher = watcher
         self._wd = watcher.add(self.path) if watcher is not None else None
         self._fd: int | None = None
-        self._read_pos = 0  # file offset up to which bytes are in _pending or consumed
-        self._pending = b""  # read but not yet consumed (a partial line, or the next activation)
+        self._convert = convert
+        self._read_pos = 0  # file offset up to which bytes were read
+        self._raw_tail = b""  # with ``convert``: a partial raw line
+        self._pending = b""  # json-file bytes read but not consumed (the next activation's)
 
-    @property
-    def offset(self) -> int:
-        """File offset of the first byte not yet handed out."""
-        return self._read_pos - len(self._pending)
+    def _json(self, data: bytes) -> bytes:
+        if self._convert is None or not data:
+            return data
+        raw = self._raw_tail + data
+        cut = raw.rfind(b"\n") + 1
+        self._raw_tail = raw[cut:]
+        return b"".join(self._convert(line) for line in raw[:cut].split(b"\n")[:-1])
 
     def close(self) -> None:
         if self._fd is not None:
@@ -258,9 +298,10 @@ class LogFile:
         delay = 0.0005
         while True:
             data = self._read()
-            buf = self._pending + data if self._pending else data
+            new = self._json(data)
+            buf = self._pending + new if self._pending else new
             used = parser.feed(buf)
-            self._pending = buf[used:]
+            self._pending = parser.carry(buf[used:])
             if parser.complete:
                 return parser.lines, True
             now = loop.time()

@@ -14,7 +14,13 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from containers.backend import Container, ContainerError, ContainerGone, HttpResult
+from containers.backend import (
+    Container,
+    ContainerError,
+    ContainerGone,
+    HttpResult,
+    ImagePullError,
+)
 from containers.pool import ContainerPool, Lease
 from invoker.acks import AckSender
 from invoker.clock import Clock
@@ -117,9 +123,9 @@ class ActivationRunner:
             container = await self.pool.prepare(lease, msg.user.namespace, action.name)
         except (ContainerError, ValueError) as e:
             log.error("activation %s: no container: %s", msg.activation_id, e)
-            if isinstance(e, ContainerError):
+            if isinstance(e, ContainerError) and not isinstance(e, ImagePullError):
                 response = ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
-            else:  # a kind this backend cannot run: the action's problem, not the node's
+            else:  # a missing image or a kind this backend cannot run: the action's problem
                 response = ActivationResponse.error(StatusCode.DEVELOPER_ERROR, str(e))
             await self.answer_unrun(job, response)
             return Outcome(response, None, healthy=False)

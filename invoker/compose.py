@@ -26,6 +26,7 @@ def build_invoker(
         state_dir=cfg.state_dir,
         name_prefix=cfg.container_prefix,
         docker_host=cfg.docker_host,
+        docker_binds=cfg.docker_binds,
     )
     metrics = InvokerMetrics()
     gpu_pool = None

@@ -46,10 +46,14 @@ async def test_actions_see_only_what_the_protocol_defines(kafka, couchdb, tmp_pa
         env = (await stub.wait_completion(aid))[0]["response"]["response"]["result"]["env"]
     assert "s3cret-db-password" not in str(env)
     assert not {"CONFIG_whisk_couchdb_password", "KAFKA_HOSTS"} & set(env)
-    assert all(k.startswith("__OW_") or k in ("PATH", "HOME", "LANG", "TMPDIR", "TEMP", "TMP",
-               "PWD", "LC_CTYPE", "__OW_API_HOST") for k in env), sorted(env)
+    assert all(
+        k.startswith("__OW_")
+        or k
+        in ("PATH", "HOME", "LANG", "TMPDIR", "TEMP", "TMP", "PWD", "LC_CTYPE", "__OW_API_HOST")
+        for k in env
+    ), sorted(env)
     assert env["__OW_ACTIVATION_ID"] == aid
-    assert os.environ["CONFIG_whisk_couchdb_password"] == "s3cret-db-password"
+    assert os.environ["CONFIG_whisk_couchdb_password"] == "s3cret-db-password"  # noqa: SIM112
 
 
 async def test_admin_endpoints_require_auth(kafka, couchdb, tmp_path):
@@ -66,8 +70,12 @@ async def test_admin_endpoints_require_auth(kafka, couchdb, tmp_path):
                 async with http.get(f"{base}/metrics") as r:
                     text = await r.text()
                     assert r.status == 200 and "invoker_queue_length" in text
-                for method, path in (("POST", "/disable"), ("POST", "/enable"),
-                                     ("GET", "/isEnabled"), ("GET", "/status")):
+                for method, path in (
+                    ("POST", "/disable"),
+                    ("POST", "/enable"),
+                    ("GET", "/isEnabled"),
+                    ("GET", "/status"),
+                ):
                     for headers in ({}, bad):
                         async with http.request(method, base + path, headers=headers) as r:
                             assert r.status == 401, (method, path)

@@ -30,9 +30,10 @@ def rss_bytes() -> int:
 
 
 async def test_hundred_thousand_queued_calls(kafka, couchdb, tmp_path, capsys):
-    async with running_invoker(
-        kafka, couchdb, tmp_path, action_cores=(0,), max_pending=QUEUED
-    ) as (invoker, stub):
+    async with running_invoker(kafka, couchdb, tmp_path, action_cores=(0,), max_pending=QUEUED) as (
+        invoker,
+        stub,
+    ):
         action, rev = await stub.create_action("blocker", BLOCKER, timeout_ms=600_000, logs_mb=0)
         # Occupy the only core, so everything after queues.
         await stub.invoke(action, rev, blocking=False)
@@ -42,15 +43,20 @@ async def test_hundred_thousand_queued_calls(kafka, couchdb, tmp_path, capsys):
         gc.collect()
         before = rss_bytes()
         t0 = time.monotonic()
-        producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, max_batch_size=1 << 20,
-                                    linger_ms=20, max_request_size=2 << 20)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap,
+            max_batch_size=1 << 20,
+            linger_ms=20,
+            max_request_size=2 << 20,
+        )
         await producer.start()
         try:
             delivered = []
             for i in range(QUEUED + EXTRA):
                 msg = activation_message(action, rev, start_ms=1, blocking=False, content={"i": i})
-                delivered.append(await producer.send(stub.config.invoker_topic,
-                                                     dumps(msg.to_json())))
+                delivered.append(
+                    await producer.send(stub.config.invoker_topic, dumps(msg.to_json()))
+                )
             await asyncio.gather(*delivered)
         finally:
             await producer.stop()
@@ -63,9 +69,11 @@ async def test_hundred_thousand_queued_calls(kafka, couchdb, tmp_path, capsys):
         queued = invoker.scheduler.queued
         per_call = grown / queued
         with capsys.disabled():
-            print(f"\n{queued} queued activations: RSS +{grown / 2**20:.0f} MiB, "
-                  f"{per_call:.0f} bytes per queued call; "
-                  f"queued in {time.monotonic() - t0:.1f} s")
+            print(
+                f"\n{queued} queued activations: RSS +{grown / 2**20:.0f} MiB, "
+                f"{per_call:.0f} bytes per queued call; "
+                f"queued in {time.monotonic() - t0:.1f} s"
+            )
         assert QUEUED - 1 <= queued <= QUEUED  # one runs, the rest wait
         assert invoker.pending <= QUEUED
         tp = TopicPartition(invoker.config.invoker_topic, 0)

@@ -39,8 +39,11 @@ def _outside(root: Path, sandbox: Path) -> list[str]:
 
 
 @FUZZ
-@given(st.lists(st.tuples(names, st.sampled_from([0, 0o100644, 0o120777, 0o40755])),
-                min_size=1, max_size=5))
+@given(
+    st.lists(
+        st.tuples(names, st.sampled_from([0, 0o100644, 0o120777, 0o40755])), min_size=1, max_size=5
+    )
+)
 def test_entries_never_escape(entries):
     with tempfile.TemporaryDirectory() as sandbox:
         root = Path(sandbox) / "action"

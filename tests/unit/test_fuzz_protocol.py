@@ -12,17 +12,34 @@ from invoker.protocol import ProtocolError, action_from_document, parse_activati
 from tests.unit.test_protocol_actions import doc
 from tests.unit.test_protocol_messages import message
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(
-    allow_nan=False
-) | st.text(max_size=50)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=50)
+)
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=30,
 )
-FIELDS = ["transid", "action", "revision", "user", "activationId", "rootControllerIndex",
-          "blocking", "content", "initArgs", "lockedArgs", "cause", "traceContext"]
+FIELDS = [
+    "transid",
+    "action",
+    "revision",
+    "user",
+    "activationId",
+    "rootControllerIndex",
+    "blocking",
+    "content",
+    "initArgs",
+    "lockedArgs",
+    "cause",
+    "traceContext",
+]
 
 
 def dumps(value: object) -> bytes:
@@ -84,8 +101,22 @@ def test_action_document_exec_fields(key, value):
 
 
 @FUZZ
-@given(st.sampled_from(["_id", "namespace", "name", "version", "limits", "annotations",
-                        "parameters", "entityType", "exec"]), json_values)
+@given(
+    st.sampled_from(
+        [
+            "_id",
+            "namespace",
+            "name",
+            "version",
+            "limits",
+            "annotations",
+            "parameters",
+            "entityType",
+            "exec",
+        ]
+    ),
+    json_values,
+)
 def test_action_document_top_level_fields(key, value):
     try:
         action_from_document(doc({"kind": "python:3.11", "code": "x"}, **{key: value}))

@@ -1,0 +1,530 @@
+"""The Docker backend: action containers through the Docker Engine API (Docker or Podman).
+
+What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API calls
+(:mod:`containers.docker_engine`):
+
+- **create**: the image of the kind (the backend's overrides, else ``spec.image`` from the
+  invoker's runtime manifest, else the stock manifest), ``--cpu-shares``, ``--memory`` with
+  ``--memory-swap`` equal to it, pids limit 1024, ``nofile=1024:1024``, NET_RAW and NET_ADMIN
+  dropped, the json-file log driver, the spec's environment (nothing of the invoker's), port
+  8080 published on ``127.0.0.1`` at a random host port that is read back by inspect. The
+  runtime is reached through that port only, never through the bridge address. A managed
+  image missing locally is pulled (as ``docker run`` would); a blackbox image is pulled when
+  missing, and for ``latest`` (or no tag) a failed pull is fatal (:class:`ImagePullError`).
+- **names and labels**: ``spec.name`` (``wsk0_7_guest_hello``), label ``ow-invoker.prefix``
+  = the name prefix, plus the spec's and the backend's labels. :meth:`DockerBackend.
+  remove_leftovers` removes containers that carry the label *and* the name prefix, nothing
+  else.
+- **one CPU per call**: :meth:`DockerContainer.assign_cores` sets the cpuset and a CPU quota
+  of as many CPUs (``update`` endpoint; see the engine module for Podman's fallbacks).
+- **pause/resume** with the engine's pause (cgroup freezer); **destroy** = unpause if paused,
+  then force remove.
+- **logs** cut at the sentinels from the engine's log file when it is local and readable
+  (as the reference does), else from the engine's logs endpoint (:mod:`containers.docker_logs`).
+- **OOM**: ``State.OOMKilled``, polled for up to 2 s after a dropped connection as the
+  reference does. Podman 4.3 under cgroup v1 never sets it, so on Podman an exit by SIGKILL
+  (137) of a memory-limited container that nobody removed counts as OOM: inside its PID
+  namespace nothing can SIGKILL the container's init, so the kernel's OOM killer (or someone
+  on the host) did.
+
+Errors on create/start/inspect remove the container and raise :class:`ContainerError` (the
+invoker answers "Failed to provision resources to run the action."); a runtime that dies or
+drops the connection during ``/init`` or ``/run`` raises :class:`ContainerGone`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from containers.backend import (
+    ContainerError,
+    ContainerGone,
+    ContainerSpec,
+    HttpResult,
+    ImagePullError,
+    LogLine,
+)
+from containers.docker_engine import Engine, EngineError, image_tag
+from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
+from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
+from containers.logfile import LogFile, LogWatcher
+from containers.manifest import BLACKBOX, Manifest
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+RUNTIME_PORT = "8080/tcp"
+PREFIX_LABEL = "ow-invoker.prefix"
+OOM_WAIT_S = 2.0
+EXIT_WATCH_S = 0.25  # /init retries this long before the container's state is checked
+SIGKILL_EXIT = 137
+
+ImageSource = Manifest | Mapping[str, str] | Callable[[str], str | None]
+LogSource = EngineLog | JsonLogFile | LogFile
+LOG_SOURCES = ("auto", "file", "api")
+T = TypeVar("T")
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _resolver(images: ImageSource | None) -> Callable[[str], str | None]:
+    if images is None:
+        return lambda kind: None
+    if isinstance(images, Manifest):
+        manifest = images
+        return lambda kind: r.image if (r := manifest.runtime(kind)) else None
+    if isinstance(images, Mapping):
+        mapping = dict(images)
+        return mapping.get
+    return images
+
+
+def _oom(state: Mapping[str, Any], podman: bool) -> bool:
+    """Whether an inspected state says the container was OOM-killed (see module docstring)."""
+    if state.get("OOMKilled"):
+        return True
+    stopped = not state.get("Running") and not state.get("Paused")
+    return podman and stopped and state.get("ExitCode") == SIGKILL_EXIT
+
+
+class DockerContainer:
+    """One action container of a :class:`DockerBackend`."""
+
+    def __init__(
+        self,
+        backend: DockerBackend,
+        name: str,
+        cid: str,
+        kind: str,
+        image: str,
+        port: int,
+        logs: LogSource,
+    ) -> None:
+        self.name = name
+        self.id = cid
+        self.kind = kind
+        self.image = image
+        self.port = port
+        self._backend = backend
+        self._engine = backend.engine
+        self._client = RuntimeClient(HOST, port, backend.max_response_bytes)
+        self._log = logs
+        self._cores: frozenset[int] | None = None
+        self._destroyed = False
+        self._oom: bool | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return HOST, self.port
+
+    @property
+    def log_source(self) -> str:
+        """Where :meth:`read_logs` reads: ``file`` (the engine's log file) or ``api``."""
+        return "api" if isinstance(self._log, EngineLog) else "file"
+
+    def _check(self) -> None:
+        if self._destroyed:
+            raise ContainerGone(f"container {self.name} was destroyed")
+
+    def _error(self, e: EngineError) -> ContainerError:
+        kind = ContainerGone if e.gone else ContainerError
+        return kind(f"container {self.name}: {e}")
+
+    async def init(self, body: bytes, timeout_s: float) -> HttpResult:
+        """POST /init; gives up early (ContainerGone) if the container exits while /init
+        is still retrying its connection."""
+        self._check()
+        answer = asyncio.ensure_future(self._client.post_init(body, timeout_s))
+        watch = asyncio.ensure_future(self._watch_exit())
+        try:
+            await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (answer, watch):
+                if not task.done():
+                    task.cancel()
+        if answer.done() and not answer.cancelled():
+            if watch.done() and not watch.cancelled():
+                watch.exception()  # retrieved: the answer wins
+            return answer.result()
+        await asyncio.gather(answer, return_exceptions=True)
+        return await watch  # raises ContainerGone
+
+    async def _watch_exit(self) -> HttpResult:
+        await asyncio.sleep(EXIT_WATCH_S)
+        while True:
+            try:
+                state = (await self._engine.inspect(self.id)).get("State") or {}
+            except EngineError as e:
+                if e.status == 404:
+                    raise ContainerGone(f"container {self.name} is gone") from e
+                state = {"Running": True}  # keep waiting for /init
+            if not state.get("Running") and not state.get("Paused"):
+                raise ContainerGone(
+                    f"container {self.name} exited ({state.get('ExitCode')}) before /init"
+                )
+            await asyncio.sleep(0.5)
+
+    async def run(self, body: bytes, timeout_s: float) -> HttpResult:
+        self._check()
+        return await self._client.post_run(body, timeout_s)
+
+    async def assign_cores(self, cores: frozenset[int]) -> None:
+        """Cpuset = ``cores`` and a quota of ``len(cores)`` CPUs, for the coming call."""
+        self._check()
+        if not cores:
+            raise ValueError("assign_cores needs at least one core")
+        if cores == self._cores:
+            return
+        cpuset = ",".join(str(c) for c in sorted(cores))
+        try:
+            await self._engine.update_cpus(self.id, cpuset, len(cores))
+        except EngineError as e:
+            raise self._error(e) from e
+        self._cores = cores
+
+    async def read_logs(
+        self, limit_bytes: int, wait_for_sentinels: bool
+    ) -> tuple[list[LogLine], bool]:
+        if self._destroyed:  # its log went with it
+            return [], not wait_for_sentinels
+        try:
+            return await self._log.read(limit_bytes, wait_for_sentinels)
+        except EngineError as e:
+            raise self._error(e) from e
+
+    async def pause(self) -> None:
+        self._check()
+        self._client.close()  # as the reference: no connection is kept to a paused container
+        await self._engine_call(self._engine.pause(self.id))
+
+    async def resume(self) -> None:
+        self._check()
+        await self._engine_call(self._engine.unpause(self.id))
+
+    async def _engine_call(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except EngineError as e:
+            raise self._error(e) from e
+
+    async def was_oom_killed(self) -> bool:
+        if self._oom is not None:
+            return self._oom
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OOM_WAIT_S
+        while True:
+            try:
+                state = (await self._engine.inspect(self.id)).get("State") or {}
+            except EngineError:
+                return False
+            if _oom(state, self._engine.is_podman):
+                return True
+            if not state.get("Running") or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        try:
+            self._client.close()
+            self._log.close()
+            try:
+                state = (await self._engine.inspect(self.id)).get("State") or {}
+                self._oom = _oom(state, self._engine.is_podman)
+                if state.get("Paused"):
+                    await self._engine.unpause(self.id)
+            except EngineError:
+                pass  # gone already, or the removal below says more
+            await self._engine.remove(self.id)
+        except Exception as e:
+            log.warning("destroying container %s: %s", self.name, e)
+        finally:
+            self._backend._forget(self)
+
+
+class DockerBackend:
+    """Containers through the Docker Engine API (see the module docstring).
+
+    ``docker_host``: the engine's address (``unix:///var/run/docker.sock``, ``tcp://...``;
+    None: ``DOCKER_HOST`` or the default socket). ``name_prefix``: the invoker's container
+    name prefix (``wsk0``). ``images``: image per kind, overriding ``spec.image`` (a
+    :class:`Manifest`, a mapping, or a function returning None for "no override").
+    ``binds``: volumes for every container (``/usr:/usr:ro``), as the stock ``extra-args``.
+    ``labels``: put on every container besides ``ow-invoker.prefix``. ``network``: Docker
+    network (stock default ``bridge``). ``log_source``: ``auto`` tails the engine's log file
+    when this process can read it (a local engine) and uses the logs endpoint otherwise,
+    ``file`` or ``api`` insist on one (see :mod:`containers.docker_logs`). Also
+    ``max_response_bytes`` (of a runtime's answer kept), ``pids_limit``, ``nofile`` (ulimit),
+    ``log_driver`` (None: the engine's default) and ``max_concurrent_creates`` (the reference
+    runs at most 10 ``docker run`` at once)."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        docker_host: str | None = None,
+        name_prefix: str = "wsk0",
+        *,
+        images: ImageSource | None = None,
+        binds: Sequence[str] = (),
+        labels: Mapping[str, str] | None = None,
+        network: str | None = "bridge",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        pids_limit: int = 1024,
+        nofile: int = 1024,
+        log_driver: str | None = "json-file",
+        log_source: str = "auto",
+        max_concurrent_creates: int = 10,
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name_prefix):
+            raise ValueError(f"bad name prefix {name_prefix!r}")
+        if log_source not in LOG_SOURCES:
+            raise ValueError(f"log_source must be one of {LOG_SOURCES}, not {log_source!r}")
+        self.docker_host = docker_host
+        self.name_prefix = name_prefix
+        self.image_override = _resolver(images)
+        self.binds = tuple(binds)
+        self.labels = dict(labels or {})
+        self.network = network
+        self.max_response_bytes = max_response_bytes
+        self.pids_limit = pids_limit
+        self.nofile = nofile
+        self.log_driver = log_driver
+        self.log_source = log_source
+        self.log_watcher = LogWatcher()
+        self.engine = Engine(docker_host)
+        self._stock = Manifest()
+        self._creating = asyncio.Semaphore(max_concurrent_creates)
+        self._containers: dict[str, DockerContainer] = {}
+        self._discards: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- ContainerBackend --------------------------------------------------------------------
+
+    def supports(self, kind: str) -> bool:
+        """Any kind: the image comes with the spec, from the overrides or the stock
+        manifest; :meth:`create` raises ValueError when none of them names one."""
+        return bool(kind)
+
+    async def start(self) -> None:
+        if self._closed:
+            raise ContainerError("the docker backend is closed")
+        await self._connect()
+
+    async def create(self, spec: ContainerSpec) -> DockerContainer:
+        if self._closed:
+            raise ContainerError("the docker backend is closed")
+        image = self.image_for(spec)
+        name = _safe_name(spec.name)
+        if not name.startswith(self.name_prefix + "_"):
+            name = f"{self.name_prefix}_{name}"
+        await self.start()
+        async with self._creating:
+            if spec.kind == BLACKBOX:
+                await self._ensure_blackbox_image(image)
+            cid = await self._create(name, image, spec, pull=spec.kind != BLACKBOX)
+            try:
+                await self.engine.start_container(cid)
+                info = await self.engine.inspect(cid)
+                port = self._port(info)
+                logs = self._logs(cid, info)
+            except BaseException as e:
+                self._discard(cid)
+                if isinstance(e, EngineError):
+                    raise ContainerError(f"starting {name}: {e}") from e
+                raise
+        container = DockerContainer(self, name, cid, spec.kind, image, port, logs)
+        self._containers[cid] = container
+        return container
+
+    async def remove_leftovers(self) -> int:
+        """Remove this backend's containers and every container labelled with this prefix
+        whose name starts with it (a previous run's); returns how many."""
+        removed = {c.id for c in list(self._containers.values())}
+        await asyncio.gather(*(c.destroy() for c in list(self._containers.values())))
+        await self._connect()
+        try:
+            found = await self.engine.list(f"{PREFIX_LABEL}={self.name_prefix}")
+            mine = [c for c in found if self._owns(c)]
+            await asyncio.gather(*(self._remove_leftover(c) for c in mine))
+        except EngineError as e:
+            raise ContainerError(f"listing leftover containers: {e}") from e
+        finally:
+            if self._closed:  # asked after close(): leave no connection behind
+                await self.engine.close()
+        return len(removed | {str(c["Id"]) for c in mine})
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.gather(*(c.destroy() for c in list(self._containers.values())))
+        if self._discards:
+            await asyncio.gather(*self._discards, return_exceptions=True)
+        if self.engine.connected:  # sweep what a cancelled create may have left
+            with contextlib.suppress(EngineError):
+                found = await self.engine.list(f"{PREFIX_LABEL}={self.name_prefix}")
+                await asyncio.gather(*(self._remove_leftover(c) for c in found if self._owns(c)))
+        await self.engine.close()
+        self.log_watcher.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        try:
+            await self.engine.start()
+        except EngineError as e:
+            raise ContainerError(f"cannot reach the container engine: {e}") from e
+
+    def image_for(self, spec: ContainerSpec) -> str:
+        """Blackbox: ``spec.image``; managed kinds: override, ``spec.image``, stock."""
+        if spec.kind == BLACKBOX:
+            if not spec.image:
+                raise ValueError("a blackbox action needs an image")
+            return spec.image
+        image = self.image_override(spec.kind) or spec.image
+        if not image:
+            stock = self._stock.runtime(spec.kind)
+            if stock is None:
+                raise ValueError(f"no image for kind {spec.kind!r}")
+            image = stock.image
+        return image
+
+    def container_config(self, image: str, spec: ContainerSpec) -> dict[str, Any]:
+        """The create request (``docker run`` flags of spec 3.2)."""
+        memory = spec.memory_mb * 1024 * 1024
+        ulimits = [{"Name": "nofile", "Soft": self.nofile, "Hard": self.nofile}]
+        if self.engine.is_podman:  # see containers.docker_engine
+            ulimits.append({"Name": "nproc", "Soft": 4096, "Hard": 4096})
+        host: dict[str, Any] = {
+            "Memory": memory,
+            "MemorySwap": memory,
+            "PidsLimit": self.pids_limit,
+            "Ulimits": ulimits,
+            "CapDrop": ["NET_RAW", "NET_ADMIN"],
+            "PortBindings": {RUNTIME_PORT: [{"HostIp": HOST, "HostPort": ""}]},
+        }
+        if spec.cpu_shares is not None:
+            host["CpuShares"] = spec.cpu_shares
+        if self.network:
+            host["NetworkMode"] = self.network
+        if self.log_driver:
+            host["LogConfig"] = {"Type": self.log_driver, "Config": {}}
+        if self.binds:
+            host["Binds"] = list(self.binds)
+        labels = {**self.labels, **spec.labels, PREFIX_LABEL: self.name_prefix}
+        return {
+            "Image": image,
+            "Env": [f"{k}={v}" for k, v in spec.env.items()],
+            "Labels": labels,
+            "ExposedPorts": {RUNTIME_PORT: {}},
+            "HostConfig": host,
+        }
+
+    async def _create(self, name: str, image: str, spec: ContainerSpec, pull: bool) -> str:
+        """Create the container: pull a missing image once if ``pull`` (as ``docker run``),
+        and replace a stale container of ours that holds the name."""
+        config = self.container_config(image, spec)
+        pulled, replaced = not pull, False
+        while True:
+            try:
+                return await self.engine.create(config, name)
+            except EngineError as e:
+                text = e.message.lower()
+                if not pulled and e.status == 404 and "image" in text:
+                    pulled = True
+                    with contextlib.suppress(EngineError):
+                        await self.engine.pull(image)
+                    continue
+                if not replaced and "already in use" in text and await self._replace(name):
+                    replaced = True
+                    continue
+                raise ContainerError(f"creating {name} from {image}: {e}") from e
+
+    async def _replace(self, name: str) -> bool:
+        """Remove the container holding ``name`` if it is ours (a stale leftover)."""
+        try:
+            info = await self.engine.inspect(name)
+        except EngineError:
+            return True  # it went away meanwhile: just try again
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if labels.get(PREFIX_LABEL) != self.name_prefix:
+            return False
+        await self._remove_leftover(info)
+        return True
+
+    async def _ensure_blackbox_image(self, image: str) -> None:
+        try:
+            if await self.engine.image_exists(image):
+                return
+            await self.engine.pull(image)
+        except EngineError as e:
+            if image_tag(image) in (None, "latest"):
+                raise ImagePullError(f"Failed to pull container image '{image}'.") from e
+            log.warning("pulling %s failed (%s); trying a local copy", image, e)
+
+    @staticmethod
+    def _port(info: Mapping[str, Any]) -> int:
+        ports = ((info.get("NetworkSettings") or {}).get("Ports") or {}).get(RUNTIME_PORT)
+        for binding in ports or ():
+            if binding.get("HostIp") in (HOST, "", None) and binding.get("HostPort"):
+                return int(binding["HostPort"])
+        raise EngineError("inspect", 0, f"port {RUNTIME_PORT} is not published on {HOST}")
+
+    def _logs(self, cid: str, info: Mapping[str, Any]) -> LogSource:
+        """Tail the engine's log file if this process can read it, else use the endpoint."""
+        config = (info.get("HostConfig") or {}).get("LogConfig") or {}
+        path = info.get("LogPath") or config.get("Path") or ""
+        kind = config.get("Type") or ""
+        if self.log_source != "api" and path and os.access(path, os.R_OK):
+            if self.engine.is_podman and kind in ("json-file", "k8s-file"):
+                return LogFile(path, self.log_watcher, convert=k8s_to_json)
+            if not self.engine.is_podman and kind == "json-file":
+                return JsonLogFile(path, self.log_watcher)
+        if self.log_source == "file":
+            raise EngineError("logs", 0, f"cannot read the {kind or '?'} log file {path!r}")
+        return EngineLog(lambda since, follow: self.engine.logs(cid, since, follow))
+
+    def _owns(self, summary: Mapping[str, Any]) -> bool:
+        labels = summary.get("Labels") or {}
+        names = [n.lstrip("/") for n in summary.get("Names") or ()]
+        return labels.get(PREFIX_LABEL) == self.name_prefix and any(
+            n.startswith(self.name_prefix + "_") for n in names
+        )
+
+    async def _remove_leftover(self, summary: Mapping[str, Any]) -> None:
+        cid = str(summary["Id"])
+        state = summary.get("State")
+        paused = state == "paused" or (isinstance(state, dict) and state.get("Paused"))
+        try:
+            if paused:
+                with contextlib.suppress(EngineError):
+                    await self.engine.unpause(cid)
+            await self.engine.remove(cid)
+        except EngineError as e:
+            log.warning("removing leftover container %s: %s", cid[:12], e)
+
+    def _discard(self, cid: str) -> None:
+        """Remove a half-made container in the background (survives our cancellation)."""
+
+        async def remove() -> None:
+            with contextlib.suppress(EngineError):
+                await self.engine.remove(cid)
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._discards.add(task)
+        task.add_done_callback(self._discards.discard)
+
+    def _forget(self, c: DockerContainer) -> None:
+        if self._containers.get(c.id) is c:
+            del self._containers[c.id]

@@ -1,0 +1,597 @@
+"""The Docker backend against a real engine (Podman's Docker-compatible API, see docs/docker.md).
+
+The official runtime images cannot be pulled here, so ``scripts/runtime-images.sh`` builds
+local ones that run the project's runtimes (``containers/docker_local.py``); the kinds map to
+them through the backend's image overrides. The process backend's scenarios that do not look
+inside the process backend (its pids, directories, cgroups) run unchanged against Docker
+containers: they are imported from ``test_process_backend`` and pick up this module's
+``backend`` and ``make`` fixtures. The rest is ported or Docker-specific. Every container
+carries the podman fixture's label, so the fixture removes whatever a failed test leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from containers.backend import ContainerError, ContainerGone, ContainerSpec, LogLine
+from containers.docker import PREFIX_LABEL, DockerBackend, ImagePullError
+from containers.docker_engine import Engine, EngineError, image_tag
+from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
+from containers.docker_logs import (
+    Cursor,
+    FrameDecoder,
+    epoch_ns,
+    iso_ns,
+    json_lines,
+    k8s_to_json,
+    normalised,
+    since_param,
+)
+from tests.integration import test_process_backend as shared
+from tests.integration.harness import PY_HELLO, running_invoker
+from tests.integration.test_process_backend import (
+    ECHO_PY,
+    GREEDY,
+    init_body,
+    py,
+    result,
+    run,
+)
+
+pytestmark = pytest.mark.services
+
+ROOT = Path(__file__).resolve().parents[2]
+_counter = itertools.count(1)
+
+
+def new_prefix() -> str:
+    return f"wskd{os.getpid()}x{next(_counter)}"
+
+
+@pytest.fixture(scope="module")
+def engine_host(podman) -> str:
+    """The engine's address, once the local runtime images are built (or up to date)."""
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "runtime-images.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/runtime-images.sh failed:\n{proc.stdout}{proc.stderr}")
+    return podman.docker_host
+
+
+def new_backend(host: str, label: str, prefix: str | None = None, **kw: Any) -> DockerBackend:
+    return DockerBackend(
+        host,
+        prefix or new_prefix(),
+        images=local_images(),
+        binds=BINDS,
+        labels={label: "1"},
+        **kw,
+    )
+
+
+@pytest.fixture
+async def backend(engine_host: str, podman) -> AsyncIterator[DockerBackend]:
+    b = new_backend(engine_host, podman.container_label)
+    await b.start()
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+def make(backend: DockerBackend) -> shared.Maker:
+    return shared.Maker(backend)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["file", "api"])
+async def log_backend(request, engine_host: str, podman) -> AsyncIterator[DockerBackend]:
+    """A backend reading logs from the engine's log file, or from its logs endpoint."""
+    b = new_backend(engine_host, podman.container_label, log_source=request.param)
+    await b.start()
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+async def engine(engine_host: str) -> AsyncIterator[Engine]:
+    e = Engine(engine_host)
+    await e.start()
+    yield e
+    await e.close()
+
+
+# -- the process backend's scenarios, unchanged ------------------------------------------------
+
+test_python_context_is_exported_and_arrays_pass = (
+    shared.test_python_context_is_exported_and_arrays_pass
+)
+test_node_health_action = shared.test_node_health_action
+test_node_main_styles = shared.test_node_main_styles
+test_node_rejections_and_errors = shared.test_node_rejections_and_errors
+test_python_zip_action_with_helper_and_virtualenv = (
+    shared.test_python_zip_action_with_helper_and_virtualenv
+)
+test_node_zip_package = shared.test_node_zip_package
+test_init_failure_is_502_with_logs = shared.test_init_failure_is_502_with_logs
+test_second_init_is_403_and_missing_code_too = shared.test_second_init_is_403_and_missing_code_too
+test_application_error_passes_through = shared.test_application_error_passes_through
+test_exception_is_an_error_result_and_traceback_goes_to_stderr = (
+    shared.test_exception_is_an_error_result_and_traceback_goes_to_stderr
+)
+test_bad_results_are_502 = shared.test_bad_results_are_502
+test_huge_result_is_bounded = shared.test_huge_result_is_bounded
+test_timeout = shared.test_timeout
+test_logs_are_cut_per_activation = shared.test_logs_are_cut_per_activation
+test_node_logs = shared.test_node_logs
+test_log_limit_skips_the_rest = shared.test_log_limit_skips_the_rest
+test_cpu_pinning_is_seen_by_the_action = shared.test_cpu_pinning_is_seen_by_the_action
+test_pause_and_resume = shared.test_pause_and_resume
+test_invoker_packages_are_not_importable = shared.test_invoker_packages_are_not_importable
+
+
+# -- ported and Docker-specific ----------------------------------------------------------------
+
+LIMITS_PROBE = py("""
+    import os, resource
+    def read(*paths):
+        for p in paths:
+            try:
+                return open(p).read().strip()
+            except OSError:
+                pass
+    def main(a):
+        caps = int(open('/proc/self/status').read().split('CapEff:')[1].split()[0], 16)
+        return {'nofile': list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+                'pids': read('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max'),
+                'memory': read('/sys/fs/cgroup/memory/memory.limit_in_bytes',
+                               '/sys/fs/cgroup/memory.max'),
+                'net_raw': bool(caps >> 13 & 1), 'net_admin': bool(caps >> 12 & 1),
+                'cwd': os.getcwd()}
+    """)
+
+
+async def test_cold_start_names_labels_limits_and_loopback_port(
+    backend: DockerBackend, engine: Engine, podman
+) -> None:
+    name = f"{backend.name_prefix}_7_guest_hello"
+    c = await backend.create(ContainerSpec(name, "python:3.11", 256, cpu_shares=128))
+    assert (await c.init(init_body(LIMITS_PROBE), 30)).status == 200
+    inside = result(await run(c))
+    assert inside == {
+        "nofile": [1024, 1024],
+        "pids": "1024",
+        "memory": str(256 * 1024 * 1024),
+        "net_raw": False,
+        "net_admin": False,
+        "cwd": "/action",
+    }
+    for _ in range(10):  # warm
+        assert (await run(c)).status == 200
+    info = await engine.inspect(c.id)
+    assert info["Name"].lstrip("/") == name == c.name
+    labels = info["Config"]["Labels"]
+    assert labels[PREFIX_LABEL] == backend.name_prefix and podman.container_label in labels
+    hc = info["HostConfig"]
+    assert (hc["Memory"], hc["MemorySwap"]) == (256 << 20, 256 << 20)
+    assert (hc["PidsLimit"], hc["CpuShares"]) == (1024, 128)
+    assert "NET_RAW" in hc["CapDrop"]
+    assert hc["LogConfig"]["Type"] == "json-file"
+    ports = info["NetworkSettings"]["Ports"]["8080/tcp"]
+    assert [p["HostIp"] for p in ports] == ["127.0.0.1"]
+    assert c.address == ("127.0.0.1", int(ports[0]["HostPort"]))
+    assert c.image == PYTHON_IMAGE
+    assert c.log_source == "file"  # a local engine: its log file is read, as the reference does
+
+
+CPU_PROBE = py("""
+    import os
+    def read(*paths):
+        for p in paths:
+            try:
+                return open(p).read().split()
+            except OSError:
+                pass
+    def main(a):
+        v1 = read('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
+        quota = (v1[0], read('/sys/fs/cgroup/cpu/cpu.cfs_period_us')[0]) if v1 else None
+        return {'cores': sorted(os.sched_getaffinity(0)),
+                'quota': list(quota or read('/sys/fs/cgroup/cpu.max') or [])}
+    """)
+
+
+async def test_one_cpu_per_call_cpuset_and_quota(make: shared.Maker, backend: DockerBackend):
+    c = await make(CPU_PROBE)
+    cores = sorted(os.sched_getaffinity(0))
+    for core in cores[:2]:
+        await c.assign_cores(frozenset({core}))
+        if backend.engine.cpu_method == "none":
+            pytest.skip("this engine cannot update CPU limits")
+        got = result(await run(c))
+        assert got["cores"] == [core]
+        if backend.engine.cpu_method.endswith("+quota"):
+            assert got["quota"] == ["100000", "100000"]
+    await c.assign_cores(frozenset(cores))
+    got = result(await run(c))
+    assert got["cores"] == cores
+    if backend.engine.cpu_method.endswith("+quota"):
+        assert got["quota"] == [str(100000 * len(cores)), "100000"]
+
+
+async def test_crash_is_container_gone_not_oom(make: shared.Maker, engine: Engine) -> None:
+    c = await make("import os\ndef main(a):\n    os._exit(3)\n")
+    with pytest.raises(ContainerGone):
+        await run(c)
+    assert not await c.was_oom_killed()
+    assert (await engine.inspect(c.id))["State"]["ExitCode"] == 3
+
+
+async def test_memory_limit_kills_and_is_reported(make: shared.Maker) -> None:
+    c = await make(GREEDY, memory_mb=128)
+    with pytest.raises(ContainerGone):
+        await run(c)
+    assert await c.was_oom_killed()
+    await c.destroy()
+    assert await c.was_oom_killed()  # still known after destroy
+
+
+TMP_PROBE = py("""
+    import os, tempfile
+    def main(a):
+        with open('/tmp/shared-name.txt', 'a') as f:
+            f.write(a['me'])
+        with open('relative.txt', 'a') as f:
+            f.write(a['me'])
+        return {'tmp': open('/tmp/shared-name.txt').read(), 'cwd': os.getcwd(),
+                'relative': open('relative.txt').read(), 'tempdir': tempfile.gettempdir()}
+    """)
+
+
+async def test_own_tmp_and_working_directory_per_container(make: shared.Maker) -> None:
+    a, b = await make(TMP_PROBE), await make(TMP_PROBE)
+    ra, rb = result(await run(a, {"me": "a"})), result(await run(b, {"me": "b"}))
+    assert ra == {"tmp": "a", "cwd": "/action", "relative": "a", "tempdir": "/tmp"}
+    assert rb == {"tmp": "b", "cwd": "/action", "relative": "b", "tempdir": "/tmp"}
+    assert result(await run(a, {"me": "a"}))["tmp"] == "aa"
+
+
+ENV_PROBE = py("""
+    import os
+    def main(a):
+        return {'env': dict(os.environ), 'init': open('/proc/1/environ', 'rb').read().decode()}
+    """)
+
+
+async def test_action_sees_none_of_the_invokers_environment(
+    engine_host: str, podman, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_TEST_VAR", "kafka-password")
+    b = new_backend(engine_host, podman.container_label)
+    try:
+        c = await shared.Maker(b)(ENV_PROBE)  # type: ignore[arg-type]
+        r = result(await run(c))
+        assert "kafka-password" not in json.dumps(r)
+        from_image = {"PATH", "HOME", "HOSTNAME", "LANG", "TERM", "container"}
+        from_image.add("PYTHONDONTWRITEBYTECODE")
+        assert set(r["env"]) - from_image <= {k for k in r["env"] if k.startswith("__OW_")}
+    finally:
+        await b.close()
+
+
+async def test_blackbox_images_and_pull_failures(backend: DockerBackend) -> None:
+    assert backend.supports("blackbox") and backend.supports("python:3.11")
+    with pytest.raises(ValueError):
+        await backend.create(ContainerSpec(f"{backend.name_prefix}_1_guest_bb", "blackbox", 128))
+    # A present image is used without pulling (here: a runtime image standing in for one).
+    spec = ContainerSpec(f"{backend.name_prefix}_2_guest_bb", "blackbox", 128, image=PYTHON_IMAGE)
+    c = await backend.create(spec)
+    assert (await c.init(init_body(ECHO_PY), 30)).status == 200
+    assert result(await run(c, {"name": "box"})) == {"greeting": "Hello box"}
+    # Missing: for latest (or no tag) a failed pull is fatal with the reference's message ...
+    # (no tag is the same case: image_tag() is None)
+    missing = f"localhost/ow-missing-{uuid.uuid4().hex[:8]}"
+    assert image_tag(missing) is None and image_tag(f"{missing}:latest") == "latest"
+    spec = ContainerSpec(
+        f"{backend.name_prefix}_3_guest_bb", "blackbox", 128, image=f"{missing}:latest"
+    )
+    with pytest.raises(ImagePullError) as err:
+        await backend.create(spec)
+    assert str(err.value) == f"Failed to pull container image '{missing}:latest'."
+    # ... otherwise tolerated, and creating from the missing image then fails.
+    spec = ContainerSpec(
+        f"{backend.name_prefix}_4_guest_bb", "blackbox", 128, image=f"{missing}:v1"
+    )
+    with pytest.raises(ContainerError) as err:
+        await backend.create(spec)
+    assert not isinstance(err.value, ImagePullError)
+
+
+async def test_runtime_that_exits_at_boot_fails_init_fast(backend: DockerBackend, podman) -> None:
+    # busybox's /bin/sh exits at once without a terminal: nothing will ever listen on 8080.
+    spec = ContainerSpec(
+        f"{backend.name_prefix}_1_guest_sh", "blackbox", 128, image=podman.busybox_image
+    )
+    c = await backend.create(spec)
+    t0 = time.monotonic()
+    with pytest.raises(ContainerGone):
+        await c.init(init_body(ECHO_PY), 30)
+    assert time.monotonic() - t0 < 5
+
+
+async def test_destroy_is_idempotent_removes_the_container_even_paused(
+    make: shared.Maker, engine: Engine
+) -> None:
+    c = await make(ECHO_PY)
+    await c.pause()
+    await c.destroy()
+    await c.destroy()
+    with pytest.raises(EngineError) as err:
+        await engine.inspect(c.id)
+    assert err.value.status == 404
+    with pytest.raises(ContainerGone):
+        await run(c)
+    assert await c.read_logs(1 << 20, False) == ([], True)
+
+
+CHATTY = py("""
+    import sys, time
+    def main(a):
+        for i in range(a['n']):
+            print('out', a['tag'], i)
+            print('err', a['tag'], i, file=sys.stderr)
+        time.sleep(a.get('sleep', 0))
+        print('last', a['tag'])
+        return {}
+    """)
+
+
+async def test_logs_since_the_last_read_across_activations_and_seconds(
+    log_backend: DockerBackend,
+) -> None:
+    c = await shared.Maker(log_backend)(CHATTY)  # type: ignore[arg-type]
+    assert c.log_source == log_backend.log_source
+    # Three activations before any read (one of them spans a second boundary), then three
+    # reads: each gets its own activation's lines, in order, and nothing twice.
+    for tag, sleep in (("a", 0), ("b", 1.1), ("c", 0)):
+        assert (await run(c, {"n": 3, "tag": tag, "sleep": sleep})).status == 200
+    for tag in "abc":
+        lines, complete = await c.read_logs(1 << 20, True)
+        assert complete
+        out = [ln.text for ln in lines if ln.stream == "stdout"]
+        err = [ln.text for ln in lines if ln.stream == "stderr"]
+        assert out == [f"out {tag} {i}\n" for i in range(3)] + [f"last {tag}\n"]
+        assert err == [f"err {tag} {i}\n" for i in range(3)]
+        assert all(len(ln.time) == 30 and ln.time.endswith("Z") for ln in lines)
+    lines, complete = await c.read_logs(1 << 20, False)
+    assert (lines, complete) == ([], True)
+    t0 = time.monotonic()
+    lines, complete = await asyncio.wait_for(c._log.read(1 << 20, True, idle_timeout_s=0.3), 5)
+    assert (lines, complete) == ([], False) and time.monotonic() - t0 < 2
+
+
+LOG_SCENARIOS = [
+    (shared.test_logs_are_cut_per_activation, {}),
+    (shared.test_log_limit_skips_the_rest, {}),
+    (shared.test_exception_is_an_error_result_and_traceback_goes_to_stderr, {}),
+    (shared.test_init_failure_is_502_with_logs, {"kind": "python:3.11"}),
+    (shared.test_init_failure_is_502_with_logs, {"kind": "nodejs:20"}),
+    (shared.test_node_logs, {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kw"), LOG_SCENARIOS, ids=[f"{f.__name__}{kw}" for f, kw in LOG_SCENARIOS]
+)
+async def test_log_scenarios_through_the_logs_endpoint(
+    engine_host: str, podman, scenario: Any, kw: dict[str, str]
+) -> None:
+    if "node" in scenario.__name__ + str(kw) and shared.NODE is None:
+        pytest.skip("node is not installed")
+    b = new_backend(engine_host, podman.container_label, log_source="api")
+    try:
+        await scenario(shared.Maker(b), **kw)  # type: ignore[arg-type]
+    finally:
+        await b.close()
+
+
+# -- leftovers ---------------------------------------------------------------------------------
+
+
+async def bystander(engine: Engine, name: str, labels: dict[str, str], image: str) -> str:
+    config = {"Image": image, "Cmd": ["sleep", "300"], "Labels": labels}
+    cid = await engine.create(config, name)
+    await engine.start_container(cid)
+    return cid
+
+
+CHILD_SCRIPT = """
+import asyncio, json, sys
+sys.path.insert(0, {root!r})
+from containers.backend import ContainerSpec
+from containers.docker import DockerBackend
+from containers.docker_local import BINDS, local_images
+
+async def main():
+    b = DockerBackend({host!r}, {prefix!r}, images=local_images(), binds=BINDS,
+                      labels={{{label!r}: "1"}})
+    await b.start()
+    ids = []
+    for i, kind in enumerate(["python:3.11", "nodejs:20"]):
+        c = await b.create(ContainerSpec({prefix!r} + "_%d_guest_x" % i, kind, 128))
+        ids.append(c.id)
+    await b._containers[ids[0]].pause()  # a paused leftover too
+    print(json.dumps(ids), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_kill_9_of_the_invoker_then_remove_leftovers_removes_only_ours(
+    engine_host: str, engine: Engine, podman
+) -> None:
+    prefix, label = new_prefix(), podman.container_label
+    script = CHILD_SCRIPT.format(root=str(ROOT), host=engine_host, prefix=prefix, label=label)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+    )
+    others: list[str] = []
+    try:
+        assert proc.stdout is not None
+        ids = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        proc.kill()  # SIGKILL: no cleanup of any kind in the "invoker"
+        await proc.wait()
+        # Not ours: our label without our name prefix, our prefix without our label, and
+        # another invoker's container.
+        image = podman.busybox_image
+        others = [
+            await bystander(engine, f"x{prefix}_1", {label: "1", PREFIX_LABEL: prefix}, image),
+            await bystander(engine, f"{prefix}_9_other", {label: "1"}, image),
+            await bystander(
+                engine, f"{prefix}0_1_x", {label: "1", PREFIX_LABEL: f"{prefix}0"}, image
+            ),
+        ]
+        for cid in ids:  # the engine keeps them when the invoker dies
+            assert (await engine.inspect(cid))["State"]["Status"] in ("running", "paused")
+        b = new_backend(engine_host, label, prefix)
+        await b.start()
+        try:
+            assert await b.remove_leftovers() == len(ids)
+        finally:
+            await b.close()
+        for cid in ids:
+            with pytest.raises(EngineError):
+                await engine.inspect(cid)
+        for cid in others:
+            assert (await engine.inspect(cid))["State"]["Running"], "a bystander was removed"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for cid in others:
+            await engine.remove(cid)
+
+
+# -- the whole invoker -------------------------------------------------------------------------
+
+
+async def test_python_action_end_to_end_through_the_invoker(
+    kafka, couchdb, tmp_path: Path, engine_host: str, engine: Engine, podman
+) -> None:
+    unique = f"d{uuid.uuid4().hex[:8]}"
+    prefix = f"wsk{unique}0"  # the invoker's container prefix for instance 0
+    b = new_backend(engine_host, podman.container_label, prefix)
+    async with running_invoker(
+        kafka, couchdb, tmp_path, backend=b, unique_name=unique, pause_grace_s=1.0
+    ) as (invoker, ctl):
+        action, rev = await ctl.create_action("hello", PY_HELLO)
+        aid = await ctl.invoke(action, rev, content={"name": "World"}, blocking=True)
+        acks = await ctl.wait_completion(aid, timeout_s=60)
+        assert acks[0]["response"]["response"]["result"] == {"greeting": "Hello World"}
+        rec = await ctl.record(aid)
+        assert rec["response"]["statusCode"] == 0
+        assert any(line.endswith("stdout: hello stdout") for line in rec["logs"])
+        assert any(line.endswith("stderr: hello stderr") for line in rec["logs"])
+        ours = await engine.list(f"{PREFIX_LABEL}={prefix}")
+        names = [n.lstrip("/") for c in ours for n in c["Names"]]
+        assert any(n.endswith("_guest_hello") for n in names)
+        assert all(n.startswith(prefix + "_") for n in names)
+        # The pool pauses the idle container; the next call resumes it (a warm start).
+        hello = next(c for c in ours if any(n.endswith("_guest_hello") for n in c["Names"]))
+        for _ in range(100):
+            if (await engine.inspect(hello["Id"]))["State"]["Paused"]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the idle container was not paused")
+        aid2 = await ctl.invoke(action, rev, content={"name": "again"}, blocking=True)
+        acks2 = await ctl.wait_completion(aid2, timeout_s=60)
+        assert acks2[0]["response"]["response"]["result"] == {"greeting": "Hello again"}
+        assert len((await ctl.record(aid2))["logs"]) == 2
+        assert invoker.pool.warm_starts >= 1
+    assert await engine.list(f"{PREFIX_LABEL}={prefix}") == []
+
+
+# -- pure parts of the log reader --------------------------------------------------------------
+
+
+def frame(stream: int, payload: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+def test_frames_split_anywhere_are_reassembled() -> None:
+    data = frame(1, b"2024-05-29T16:26:40.5Z hi\n") + frame(2, b"2024-05-29T16:26:41Z err\n")
+    for cut in range(len(data) + 1):
+        d = FrameDecoder()
+        got = list(d.feed(data[:cut])) + list(d.feed(data[cut:]))
+        assert got == [
+            ("stdout", b"2024-05-29T16:26:40.5Z hi\n"),
+            ("stderr", b"2024-05-29T16:26:41Z err\n"),
+        ]
+
+
+def test_timestamps_are_normalised_to_nanoseconds_utc() -> None:
+    ns = epoch_ns("2024-05-29T16:26:40.590123456Z")
+    assert ns is not None and iso_ns(ns) == "2024-05-29T16:26:40.590123456Z"
+    assert iso_ns(epoch_ns("2024-05-29T16:26:40Z") or 0) == "2024-05-29T16:26:40.000000000Z"
+    assert iso_ns(epoch_ns("2024-05-29T18:26:40.5+02:00") or 0) == (
+        "2024-05-29T16:26:40.500000000Z"
+    )
+    assert since_param(ns) == "1717000000.590123456"
+    assert epoch_ns("garbage") is None
+
+
+def test_json_lines_match_the_zygotes_and_split_a_glued_sentinel() -> None:
+    t = "2024-05-29T16:26:40.000000000Z"
+    assert list(json_lines(t, "stdout", 'a "q"\n')) == [
+        b'{"log":"a \\"q\\"\\n","stream":"stdout","time":"' + t.encode() + b'"}\n'
+    ]
+    glued = list(json_lines(t, "stdout", "no newlineXXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n"))
+    assert [json.loads(x)["log"] for x in glued] == [
+        "no newline",
+        "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n",
+    ]
+
+
+def test_k8s_file_lines_become_json_file_lines() -> None:
+    stamp = b"2026-11-29T16:09:25.849292304+00:00"
+    full = json.loads(k8s_to_json(stamp + b" stdout F hello world"))
+    assert full == {
+        "log": "hello world\n",
+        "stream": "stdout",
+        "time": "2026-11-29T16:09:25.849292304Z",
+    }
+    assert json.loads(k8s_to_json(stamp + b" stderr P no newline"))["log"] == "no newline"
+    assert json.loads(k8s_to_json(stamp + b" stdout F"))["log"] == "\n"
+    assert k8s_to_json(b"garbage") == b"" and k8s_to_json(stamp + b" stdin F x") == b""
+
+
+def test_docker_times_are_normalised() -> None:
+    line = LogLine("2024-05-29T16:26:40.59012345Z", "stdout", "x\n", 70)
+    assert normalised(line) == LogLine("2024-05-29T16:26:40.590123450Z", "stdout", "x\n", 70)
+    same = LogLine("2024-05-29T16:26:40.590123456Z", "stderr", "y\n", 70)
+    assert normalised(same) is same
+
+
+def test_cursor_counts_entries_with_the_same_timestamp() -> None:
+    c = Cursor()
+    c.advance("T1", 1)
+    c.advance("T1", 1)
+    assert (c.stamp, c.since_ns, c.seen) == ("T1", 1, 2)
+    c.advance("T2", 2)
+    assert (c.stamp, c.since_ns, c.seen) == ("T2", 2, 1)
