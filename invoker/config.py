@@ -109,6 +109,9 @@ class InvokerConfig:
     fc_window_s: float = _opt(60.0, help="FC's window T in seconds")
     backend: str = _opt("process", help="container backend: process or docker")
     docker_host: str | None = _opt(None, env=("DOCKER_HOST",), help="Docker Engine API address")
+    docker_binds: tuple[str, ...] = _opt(
+        factory=tuple, help="extra binds for action containers, e.g. /usr:/usr:ro (docker)"
+    )
     runtimes_manifest: str | None = _opt(
         None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
     )
