@@ -3,6 +3,7 @@ ports (so a benchmark never disturbs a running deployment or test session)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,11 @@ sys.path.insert(0, str(ROOT))
 from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService, KafkaService  # noqa: E402
 
 STATE = ROOT / ".state" / "bench"
+
+
+# The test suite starts Kafka tuned for a fast start (C1 only, serial GC); benchmarks want
+# the broker's steady-state speed.
+os.environ.setdefault("KAFKA_JVM_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Xss512k")
 
 
 @contextmanager

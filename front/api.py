@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from front.cache import DocumentCache
 from front.controller import Controller, NoInvokers
 from front.entities import (
     BadRequest,
@@ -76,6 +77,9 @@ class Api:
         self.blocking_wait_s = blocking_wait_s
         self.whisks = controller.whisks_db
         self.activations = controller.activations_db
+        self.documents = DocumentCache(
+            lambda docid: store.get(self.whisks, docid), controller.clock
+        )
 
     # -- plumbing --
 
@@ -162,8 +166,12 @@ class Api:
             valid_name(p)
         return f"{ns}/{name}"
 
-    async def _action_doc(self, docid: str) -> dict[str, Any]:
-        doc = await self.store.get(self.whisks, docid)
+    async def _action_doc(self, docid: str, cached: bool = False) -> dict[str, Any]:
+        """The action document; ``cached`` (the invoke paths) may be up to a TTL old."""
+        if cached:
+            doc = await self.documents.get(docid)
+        else:
+            doc = await self.store.get(self.whisks, docid)
         if doc is None or doc.get("entityType") != "action":
             raise web.HTTPNotFound()
         return doc
@@ -238,6 +246,7 @@ class Api:
         )
         if old is not None:
             doc["_rev"] = old["_rev"]
+        self.documents.invalidate(docid)
         try:
             rev = await self.store.put(self.whisks, doc)
             att = doc["exec"].get("code", {}).get("attachmentName", "")
@@ -259,13 +268,14 @@ class Api:
         ns = self._namespace(request, self._auth(request))
         docid = self._docid(ns, request.match_info["name"])
         doc = await self._action_doc(docid)
+        self.documents.invalidate(docid)
         await self.store.delete(self.whisks, docid, doc["_rev"])
         return web.json_response(action_view(doc, None))
 
     async def invoke(self, request: web.Request) -> web.StreamResponse:
         who = self._auth(request)
         ns = self._namespace(request, who)
-        doc = await self._action_doc(self._docid(ns, request.match_info["name"]))
+        doc = await self._action_doc(self._docid(ns, request.match_info["name"]), cached=True)
         raw = await request.read()
         if len(raw) > MAX_PAYLOAD:
             return error(
@@ -376,7 +386,7 @@ class Api:
             name, ext = request.match_info["action"], "http"
         try:
             doc = await self._action_doc(
-                self._docid(ns, name if pkg == "default" else f"{pkg}/{name}")
+                self._docid(ns, name if pkg == "default" else f"{pkg}/{name}"), cached=True
             )
         except (web.HTTPNotFound, BadRequest):
             return error(404, "The requested resource does not exist.", request)

@@ -71,6 +71,7 @@ class Controller:
         self._waiters: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._committing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for topic, retention in (
@@ -267,10 +268,20 @@ class Controller:
             for r in records:
                 self._on_ack(r)
             if records:
-                try:
-                    await self.acks.commit({records[-1].partition: records[-1].offset + 1})
-                except Exception as e:
-                    log.debug("ack offset commit failed: %s", e)
+                # Not awaited: a commit round trip must not delay the next acks.
+                self._commit_acks({records[-1].partition: records[-1].offset + 1})
+
+    def _commit_acks(self, offsets: dict[int, int]) -> None:
+        if self._committing is not None and not self._committing.done():
+            return  # the next batch commits further anyway
+
+        async def commit() -> None:
+            try:
+                await self.acks.commit(offsets)
+            except Exception as e:
+                log.debug("ack offset commit failed: %s", e)
+
+        self._committing = asyncio.get_running_loop().create_task(commit())
 
     async def _health_loop(self) -> None:
         while True:

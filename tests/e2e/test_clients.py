@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Platform
+from tests.e2e.platforms import ROOT, Platform
 
 pytestmark = pytest.mark.services
 
@@ -62,7 +62,7 @@ class Cli:
         out = self(*args)
         # `action get` prints the action's name on a line of its own before the JSON.
         starts = [i for i in (out.find("{"), out.find("[")) if i >= 0]
-        return json.loads(out[min(starts):])
+        return json.loads(out[min(starts) :])
 
 
 def test_cli_flow(platform: Platform, aio_cli, tmp_path):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from invoker.config import InvokerConfig
+from tests.e2e.platforms import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,14 +30,6 @@ def processes_with_marker(prefix: str) -> list[int]:
         if needle in cmdline and state != "Z":
             pids.append(int(entry))
     return pids
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class InvokerProcess:

@@ -1,0 +1,182 @@
+"""Starting the whole platform as separate processes (for end-to-end tests and benchmarks).
+
+- ``embedded``: ``ow-invoker standalone`` (in-process bus, embedded store, process containers);
+- ``kafka``: ``ow-invoker front`` and ``ow-invoker run --id 0`` as two processes over a real
+  Kafka broker and CouchDB-API server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from front.identities import GUEST_AUTH, basic_auth
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Platform:
+    mode: str
+    url: str
+    auth: str = GUEST_AUTH
+
+    def rest(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        raw: bytes | None = None,
+        auth: str | None = None,
+    ) -> tuple[int, object]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": basic_auth(auth or self.auth),
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 (kept by the child)
+    return subprocess.Popen(
+        [sys.executable, "-m", "invoker", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=out,
+        stderr=out,
+    )
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/ping", timeout=2) as r:
+            return "up" in json.loads(r.read())["invokers"].values()
+    except OSError:
+        return False
+
+
+def _wait(url: str, procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if _healthy(url):
+            return
+        for p, log in zip(procs, logs, strict=True):
+            if p.poll() is not None:
+                raise RuntimeError(f"platform process exited:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise RuntimeError(
+        "the platform did not become healthy:\n"
+        + "\n".join(log.read_text()[-2000:] for log in logs)
+    )
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def running_platform(
+    mode: str, tmp: Path, kafka: Any = None, couchdb: Any = None, extra: tuple[str, ...] = ()
+) -> Iterator[Platform]:
+    """Start the platform in ``mode``; ``kafka``/``couchdb`` are the services for "kafka"."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tag = f"e{uuid.uuid4().hex[:6]}"
+    common = ["--unique-name", tag, "--pause-grace-s", "60", *extra]
+    if "--policy" not in extra:
+        common += ["--policy", "fifo"]
+    if "--action-cores" not in extra:
+        common += ["--action-cores", "1"]
+    if mode == "embedded":
+        logs = [tmp / "standalone.log"]
+        procs = [
+            _spawn(
+                [
+                    "standalone",
+                    "--port",
+                    str(port),
+                    "--state-dir",
+                    str(tmp / "state"),
+                    "--admin-port",
+                    "0",
+                    *common,
+                ],
+                logs[0],
+            )
+        ]
+    else:
+        services = [
+            "--kafka",
+            kafka.bootstrap,
+            "--topic-prefix",
+            f"{tag}_",
+            "--couchdb-url",
+            couchdb.url,
+            "--couchdb-user",
+            couchdb.user,
+            "--couchdb-password",
+            couchdb.password,
+            "--db-prefix",
+            f"{tag}_",
+        ]
+        logs = [tmp / "front.log", tmp / "invoker.log"]
+        procs = [
+            _spawn(["front", "--port", str(port), *services], logs[0]),
+            _spawn(
+                [
+                    "run",
+                    "--id",
+                    "0",
+                    "--state-dir",
+                    str(tmp / "state"),
+                    "--admin-port",
+                    str(free_port()),
+                    *services,
+                    *common,
+                ],
+                logs[1],
+            ),
+        ]
+    try:
+        _wait(url, procs, logs)
+        yield Platform(mode, url)
+    finally:
+        _stop(procs)
