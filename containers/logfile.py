@@ -95,16 +95,16 @@ class LogParser:
     def truncated(self) -> bool:
         return self.size > self.limit_bytes
 
-    def feed(self, data: bytes | bytearray | memoryview) -> int:
-        """Consume complete lines from ``data``; returns the bytes consumed. Stops right after
-        the line that completes the activation (the rest belongs to the next one)."""
-        view = bytes(data)
-        pos = 0
+    def feed(self, data: bytes | bytearray, start: int = 0) -> int:
+        """Consume complete lines of ``data`` from ``start``; returns the position after the
+        last line consumed. Stops right after the line that completes the activation (the
+        rest belongs to the next one). Only the lines are copied, never ``data``."""
+        pos = start
         while not self.complete:
-            nl = view.find(b"\n", pos)
+            nl = data.find(b"\n", pos)
             if nl < 0:
                 break
-            raw = view[pos : nl + 1]
+            raw = bytes(data[pos : nl + 1])
             pos = nl + 1
             if raw.startswith(_SENTINEL_PREFIX):
                 stream = _FAST_STREAMS.get(raw[len(_SENTINEL_PREFIX) : len(_SENTINEL_PREFIX) + 6])
@@ -252,7 +252,9 @@ class LogFile:
         self._convert = convert
         self._read_pos = 0  # file offset up to which bytes were read
         self._raw_tail = b""  # with ``convert``: a partial raw line
-        self._pending = b""  # json-file bytes read but not consumed (the next activation's)
+        self._buf = bytearray()  # json-file bytes read; ``_pos`` is where the unread part starts
+        self._pos = 0
+        self._carry = b""  # lines the last activation set aside for the next (LogParser.carry)
 
     def _json(self, data: bytes) -> bytes:
         if self._convert is None or not data:
@@ -269,6 +271,12 @@ class LogFile:
         if self._watcher is not None and self._wd is not None:
             self._watcher.remove(self._wd)
             self._wd = None
+
+    def _compact(self) -> None:
+        """Drop consumed bytes once they are most of the buffer (amortised O(1) per byte)."""
+        if self._pos > 65536 and self._pos * 2 > len(self._buf):
+            del self._buf[: self._pos]
+            self._pos = 0
 
     def _read(self) -> bytes:
         if self._fd is None:
@@ -296,26 +304,36 @@ class LogFile:
         start = last_progress = loop.time()
         overall = overall_timeout if overall_timeout is not None else overall_timeout_s(limit_bytes)
         delay = 0.0005
+        carry, self._carry = self._carry, b""
+        leftover = carry[parser.feed(carry) :]
+        pos = self._pos = parser.feed(self._buf, self._pos)  # what a backlog already holds
         while True:
-            data = self._read()
-            new = self._json(data)
-            buf = self._pending + new if self._pending else new
-            used = parser.feed(buf)
-            self._pending = parser.carry(buf[used:])
             if parser.complete:
+                self._carry = parser.carry(leftover)
+                self._compact()
                 return parser.lines, True
+            data = self._read()
+            if data:
+                self._buf += self._json(data)
+            self._pos = parser.feed(self._buf, self._pos)
             now = loop.time()
             if data:
-                if used:
-                    last_progress = now
+                if self._pos != pos:
+                    last_progress, pos = now, self._pos
                 delay = 0.0005
                 if len(data) == READ_CHUNK:
                     await asyncio.sleep(0)  # a big backlog: let others run between chunks
                     continue
-            if not wait_for_sentinels:
-                return parser.lines, True
-            if now - last_progress >= idle_timeout_s or now - start >= overall:
-                return parser.lines, False
+            if parser.complete:
+                continue
+            if (
+                not wait_for_sentinels
+                or now - last_progress >= idle_timeout_s
+                or (now - start >= overall)
+            ):
+                self._carry = parser.carry(leftover)
+                self._compact()
+                return parser.lines, not wait_for_sentinels
             if self._watcher is not None and self._wd is not None:
                 await self._watcher.wait(self._wd, 0.05)  # the timeout guards a lost event
             else:

@@ -34,6 +34,8 @@ class Slot:
     ready: asyncio.Future[None] | None = None  # resolved when a STARTING prewarm is up
     paused: bool = False  # the backend's state, which may lag ``state`` while pausing
     pausing: asyncio.Task[None] | None = None
+    logs_done: asyncio.Future[None] | None = None  # the last activation's log collection
+    condemned: bool = False  # destroy at release (its logs could not be collected)
 
     def view(self) -> SlotView:
         return SlotView(self.kind, self.memory_mb, self.state, self.key, self.last_used)
@@ -180,13 +182,24 @@ class ContainerPool:
     def release(self, lease: Lease, healthy: bool) -> None:
         """Return the container: back to idle, or destroyed after a developer/whisk error."""
         slot = lease.slot
-        if healthy and slot.container is not None:
+        if healthy and slot.container is not None and not slot.condemned:
             slot.state = SlotState.IDLE
             slot.last_used = self.clock.now()
         else:
             self.slots.pop(slot.id, None)
             self._spawn(self._destroy(slot))
         self.on_change()
+
+    def condemn(self, slot: Slot) -> None:
+        """Remove a container that misbehaved after its call: now if idle, else at release."""
+        if self.slots.get(slot.id) is not slot:
+            return
+        if slot.state is SlotState.BUSY:
+            slot.condemned = True
+        else:
+            self.slots.pop(slot.id)
+            self._spawn(self._destroy(slot))
+            self.on_change()
 
     def mark_initialized(self, lease: Lease) -> None:
         lease.slot.initialized = True

@@ -24,9 +24,13 @@ class AckSender:
         producer: Producer,
         instance: dict[str, Any],
         topic_prefix: str = "",
+        bulk_producer: Producer | None = None,
         max_backoff_s: float = 5.0,
     ) -> None:
         self.producer = producer
+        # Completions nobody waits on (the slot release) may ride a batching producer;
+        # anything carrying a blocking caller's result goes out at once.
+        self.bulk_producer = bulk_producer or producer
         self.instance = instance
         self.topic_prefix = topic_prefix
         self.max_backoff_s = max_backoff_s
@@ -37,14 +41,19 @@ class AckSender:
         return f"{self.topic_prefix}completed{controller}"
 
     async def _send(
-        self, controller: str, ack: dict[str, Any], shrink: dict[str, Any] | None
+        self,
+        controller: str,
+        ack: dict[str, Any],
+        shrink: dict[str, Any] | None,
+        urgent: bool = True,
     ) -> None:
         topic = self.topic(controller)
         value = dumps(ack)
+        producer = self.producer if urgent else self.bulk_producer
         backoff = 0.1
         while True:
             try:
-                await self.producer.send(topic, value)
+                await producer.send(topic, value)
                 self.sent += 1
                 return
             except MessageTooLarge:
@@ -69,7 +78,10 @@ class AckSender:
         self, controller: str, transid: Any, activation_id: str, system_error: bool
     ) -> None:
         await self._send(
-            controller, completion_ack(transid, activation_id, system_error, self.instance), None
+            controller,
+            completion_ack(transid, activation_id, system_error, self.instance),
+            None,
+            urgent=False,
         )
 
     async def combined(
@@ -84,4 +96,4 @@ class AckSender:
         aid = record["activationId"]
         small = combined_ack(transid, aid, system_error, self.instance)
         full = small if shrunk else combined_ack(transid, record, system_error, self.instance)
-        await self._send(controller, full, None if shrunk else small)
+        await self._send(controller, full, None if shrunk else small, urgent=not shrunk)

@@ -183,14 +183,41 @@ class ActivationRunner:
             result_sent = asyncio.create_task(
                 self.acks.result(msg.controller, msg.transid, dict(record))
             )
-        healthy = not developer_error
-        if logs_bytes > 0:
-            lines, ok = await self._logs(container, action, logs_bytes, developer_error)
-            record["logs"] = lines
-            healthy = healthy and ok
         if result_sent is None:
             self._added_latency(job, t_start, (run_s or 0.0) + init_s)
-        return Outcome(response, run_s, healthy, self._finish(job, record, response, result_sent))
+        logs: asyncio.Task[list[str]] | None = None
+        if logs_bytes > 0:
+            if developer_error:  # the container goes: read what it left first
+                record["logs"], _ = await self._logs(container, action, logs_bytes, True)
+            else:
+                logs = self._logs_in_turn(lease, container, action, logs_bytes)
+        answer = self._finish(job, record, response, result_sent, logs)
+        return Outcome(response, run_s, not developer_error, answer)
+
+    def _logs_in_turn(
+        self, lease: Lease, container: Container, action: Action, limit: int
+    ) -> asyncio.Task[list[str]]:
+        """Collect this activation's logs after the container's previous activations', so
+        the container and the core are free while it happens (the next call may already run
+        in the same container: its lines come after this one's sentinels). A collection
+        failure condemns the container, as the reference destroys it."""
+        slot = lease.slot
+        previous = slot.logs_done
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        slot.logs_done = mine
+
+        async def collect() -> list[str]:
+            try:
+                if previous is not None:
+                    await asyncio.shield(previous)
+                lines, ok = await self._logs(container, action, limit, False)
+                if not ok:
+                    self.pool.condemn(slot)
+                return lines
+            finally:
+                mine.set_result(None)
+
+        return asyncio.create_task(collect())
 
     def _added_latency(self, job: Job, dispatched: float, in_container_s: float) -> None:
         """The invoker's own time for a call, up to handing its result ack to the bus:
@@ -255,9 +282,12 @@ class ActivationRunner:
         record: dict[str, Any],
         response: ActivationResponse,
         result_sent: asyncio.Task[None] | None,
+        logs: asyncio.Task[list[str]] | None = None,
     ) -> None:
         msg = job.msg
         system_error = response.is_system_error
+        if logs is not None:
+            record["logs"] = await logs
         if result_sent is not None:
             await result_sent
             ack = self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)

@@ -47,7 +47,7 @@ from invoker.store import Store, StoreError
 from policies import OPENWHISK, FunctionStats, get_policy
 
 log = logging.getLogger(__name__)
-COMPACT_AFTER = 1024  # queued jobs beyond this keep only their raw message (memory)
+COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
 
 
 class Invoker:
@@ -108,8 +108,11 @@ class Invoker:
         )
         self.offsets = OffsetTracker()
         self.producer: Producer = bus.producer()
+        self.bulk_producer: Producer = bus.producer(batching=True)
         self.consumer: Consumer = bus.consumer(config.invoker_topic, config.invoker_topic)
-        self.acks = AckSender(self.producer, self.instance.to_json(), config.topic_prefix)
+        self.acks = AckSender(
+            self.producer, self.instance.to_json(), config.topic_prefix, self.bulk_producer
+        )
         self.runner = ActivationRunner(
             self.pool,
             self.acks,
@@ -168,6 +171,7 @@ class Invoker:
         """Join the deployment: topic, producer, containers, consumer, pings."""
         await self.bus.ensure_topic(self.config.invoker_topic, INVOKER_TOPIC_CONFIG)
         await self.producer.start()
+        await self.bulk_producer.start()
         await self.records.start()
         await self.backend.start()
         await self.pool.start()
@@ -232,6 +236,7 @@ class Invoker:
             log.warning("final disabled ping failed: %s", e)
         await self.consumer.stop()
         await self.producer.stop()
+        await self.bulk_producer.stop()
         log.info("%s stopped", self.instance.label)
 
     # -- admin --

@@ -59,7 +59,10 @@ class Producer(Protocol):
 class Bus(Protocol):
     def consumer(self, topic: str, group: str) -> Consumer: ...
 
-    def producer(self) -> Producer: ...
+    def producer(self, batching: bool = False) -> Producer:
+        """``batching``: may hold messages a few milliseconds to send them together (for
+        messages nobody waits on); otherwise each is sent at once."""
+        ...
 
     async def ensure_topic(self, topic: str, config: dict[str, str]) -> None:
         """Create a single-partition topic unless it exists."""

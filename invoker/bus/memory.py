@@ -51,7 +51,7 @@ class MemoryBus:
     def consumer(self, topic: str, group: str) -> MemoryConsumer:
         return MemoryConsumer(self.topic(topic), topic, group)
 
-    def producer(self) -> MemoryProducer:
+    def producer(self, batching: bool = False) -> MemoryProducer:
         return MemoryProducer(self)
 
     async def ensure_topic(self, topic: str, config: dict[str, str]) -> None:
