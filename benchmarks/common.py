@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,6 +14,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService, KafkaService  # noqa: E402
+
+from invoker.summary import percentile  # noqa: E402,F401 (re-exported)
 
 STATE = ROOT / ".state" / "bench"
 
@@ -34,8 +36,3 @@ def kafka_and_couchdb(kafka_port: int = 29092, couchdb_port: int = 25984) -> Ite
     finally:
         kafka.teardown()
         couch.teardown()
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * q / 100))] if v else float("nan")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from dataclasses import dataclass
 
@@ -17,6 +18,41 @@ from invoker.clock import Clock
 from invoker.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def add_front_arguments(parser: argparse.ArgumentParser) -> None:
+    """The API's own flags, shared by ``standalone`` and ``front``."""
+    parser.add_argument("--host", default="127.0.0.1", help="API listen address")
+    parser.add_argument("--port", type=int, default=3233, help="API port (0: any free port)")
+    parser.add_argument(
+        "--auth",
+        action="append",
+        default=[],
+        help="NAMESPACE=UUID:KEY identity (repeatable; default: the stock guest keys)",
+    )
+    parser.add_argument(
+        "--max-timeout-ms", type=int, default=600_000, help="largest action timeout the API accepts"
+    )
+    parser.add_argument(
+        "--max-memory-mb", type=int, default=2048, help="largest action memory the API accepts"
+    )
+    parser.add_argument(
+        "--blocking-wait-s",
+        type=float,
+        default=60.0,
+        help="how long a blocking invoke waits before answering 202",
+    )
+
+
+def front_options(args: argparse.Namespace) -> dict[str, object]:
+    """``start_front`` keyword arguments from those flags."""
+    return {
+        "host": args.host,
+        "port": args.port,
+        "identities": Identities.parse(args.auth),
+        "limits": Limits(max_timeout_ms=args.max_timeout_ms, max_memory_mb=args.max_memory_mb),
+        "blocking_wait_s": args.blocking_wait_s,
+    }
 
 
 @dataclass

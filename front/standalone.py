@@ -21,29 +21,17 @@ log = logging.getLogger("standalone")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="API listen address")
-    parser.add_argument("--port", type=int, default=3233, help="API port (0: any free port)")
-    parser.add_argument(
-        "--auth",
-        action="append",
-        default=[],
-        help="NAMESPACE=UUID:KEY identity (repeatable; default: stock guest keys)",
-    )
-    parser.add_argument(
-        "--max-timeout-ms", type=int, default=600_000, help="largest action timeout the API accepts"
-    )
-    parser.add_argument(
-        "--max-memory-mb", type=int, default=2048, help="largest action memory the API accepts"
-    )
+    from front.server import add_front_arguments
+
+    add_front_arguments(parser)
     parser.add_argument("--ready-file", help="write the API URL here once ready")
     configuration.add_arguments(parser)
 
 
 async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> None:
     from containers.manifest import Manifest
-    from front.entities import Limits
-    from front.identities import GUEST_AUTH, Identities
-    from front.server import start_front
+    from front.identities import GUEST_AUTH
+    from front.server import front_options, start_front
     from invoker.admin import serve_admin
     from invoker.clock import SystemClock
     from invoker.commands.run import wait_for_signal
@@ -71,19 +59,16 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
 
         store = EmbeddedStore(state / "openwhisk.sqlite3")
     manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
-    identities = Identities.parse(args.auth)
+    options = front_options(args)
     front = await start_front(
         bus=bus,
         store=store,
         clock=clock,
-        host=args.host,
-        port=args.port,
         whisks_db=cfg.whisks_db,
         activations_db=cfg.activations_db,
         topic_prefix=cfg.topic_prefix,
-        identities=identities,
         manifest=manifest,
-        limits=Limits(max_timeout_ms=args.max_timeout_ms, max_memory_mb=args.max_memory_mb),
+        **options,
     )
     invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
     admin = None
@@ -93,7 +78,8 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
             admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
         await front.controller.wait_for_invokers(1, timeout_s=120)
         guest = next(
-            (k for k, i in identities.by_key.items() if i.namespace == "guest"), GUEST_AUTH
+            (k for k, i in options["identities"].by_key.items() if i.namespace == "guest"),
+            GUEST_AUTH,
         )
         print(
             f"OpenWhisk API ready at {front.url} (policy {cfg.policy}, "

@@ -6,19 +6,11 @@ prints and those the live benchmark prints mean the same thing.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 from gpu.scheduler import Dispatch, Request
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list (q in 0..100)."""
-    if not sorted_values:
-        return float("nan")
-    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
-    return sorted_values[k]
+from invoker.summary import percentile
 
 
 @dataclass

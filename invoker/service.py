@@ -50,6 +50,15 @@ log = logging.getLogger(__name__)
 COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
 
 
+async def _bounded(step: Coroutine[Any, Any, Any], what: str, seconds: float = 5.0) -> None:
+    """A shutdown step that must not hold the exit when a service is away."""
+    try:
+        async with asyncio.timeout(seconds):
+            await step
+    except Exception as e:
+        log.warning("%s failed during shutdown: %s", what, e.__class__.__name__ or e)
+
+
 class Invoker:
     def __init__(
         self,
@@ -221,7 +230,7 @@ class Invoker:
             t.cancel()
         await asyncio.gather(*self._loops[1:], return_exceptions=True)
         await self.records.close()
-        await self._commit()
+        await _bounded(self._commit(), "committing offsets")
         await self.pool.close()
         if self.gpu_pool is not None:
             await self.gpu_pool.stop()
@@ -229,14 +238,11 @@ class Invoker:
         if self._ping_task is not None:
             self._ping_task.cancel()
             await asyncio.gather(self._ping_task, return_exceptions=True)
-        try:
-            async with asyncio.timeout(5):
-                await self._ping(enabled=False)
-        except Exception as e:
-            log.warning("final disabled ping failed: %s", e)
-        await self.consumer.stop()
-        await self.producer.stop()
-        await self.bulk_producer.stop()
+        await _bounded(self._ping(enabled=False), "the final disabled ping")
+        # With the broker away these would wait for their request timeouts.
+        await _bounded(self.consumer.stop(), "leaving the consumer group")
+        await _bounded(self.producer.stop(), "closing the producer")
+        await _bounded(self.bulk_producer.stop(), "closing the batching producer")
         log.info("%s stopped", self.instance.label)
 
     # -- admin --

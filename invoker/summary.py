@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -20,9 +21,12 @@ class Outcome:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile of pre-sorted values (q in [0, 100])."""
+    """Linear-interpolated percentile, q in [0, 100] (numpy's default method); the one
+    definition every report and benchmark of the project uses."""
     if not values:
         return math.nan
+    if any(a > b for a, b in itertools.pairwise(values)):
+        values = sorted(values)
     pos = (len(values) - 1) * q / 100
     lo = math.floor(pos)
     hi = min(lo + 1, len(values) - 1)

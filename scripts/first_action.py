@@ -1,6 +1,6 @@
 """Create a first action on a running OpenWhisk API and invoke it, printing what happens.
 
-    python scripts/first_action.py http://127.0.0.1:3233
+python scripts/first_action.py http://127.0.0.1:3233
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import urllib.request
 
 from front.identities import GUEST_AUTH, basic_auth
 
-CODE = '''def main(args):
+CODE = """def main(args):
     name = args.get("name", "stranger")
     print("hello from a python action")
     return {"greeting": f"Hello {name}!"}
-'''
+"""
 
 
 def call(api: str, method: str, path: str, body: object = None) -> tuple[int, object]:
     req = urllib.request.Request(
-        api + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+        api + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": basic_auth(GUEST_AUTH), "Content-Type": "application/json"},
     )
     try:
@@ -33,19 +35,24 @@ def call(api: str, method: str, path: str, body: object = None) -> tuple[int, ob
 
 def main(api: str) -> int:
     ns = "/api/v1/namespaces/_"
-    status, _ = call(api, "PUT", f"{ns}/actions/hello?overwrite=true",
-                     {"exec": {"kind": "python:default", "code": CODE}})
+    status, _ = call(
+        api,
+        "PUT",
+        f"{ns}/actions/hello?overwrite=true",
+        {"exec": {"kind": "python:default", "code": CODE}},
+    )
     print(f"created action 'hello' (HTTP {status})")
     for name in ("World", "again"):
         start = time.perf_counter()
-        status, record = call(api, "POST", f"{ns}/actions/hello?blocking=true",
-                              {"name": name})
+        status, record = call(api, "POST", f"{ns}/actions/hello?blocking=true", {"name": name})
         ms = (time.perf_counter() - start) * 1000
         assert isinstance(record, dict)
         init = [a["value"] for a in record.get("annotations", []) if a["key"] == "initTime"]
         start_kind = f"cold start, init {init[0]} ms" if init else "warm"
-        print(f"invoked hello -> HTTP {status} in {ms:.1f} ms ({start_kind}): "
-              f"{json.dumps(record['response']['result'])}")
+        print(
+            f"invoked hello -> HTTP {status} in {ms:.1f} ms ({start_kind}): "
+            f"{json.dumps(record['response']['result'])}"
+        )
         aid = record["activationId"]
         for _ in range(50):  # the record is stored just after the result is sent
             status_logs, logs = call(api, "GET", f"{ns}/activations/{aid}/logs")

@@ -75,8 +75,11 @@ install_python() {
         log "python: local CPU torch wheel $(basename "$cpu_wheel")"
         "${pip[@]}" "$cpu_wheel" || die "python: installing $cpu_wheel failed"
     fi
-    log "python: pip install -e .[test,gpu,experiments] (torch from PyPI is ~3 GB the first time)"
-    "${pip[@]}" -e "$ROOT[test,gpu,experiments]" || die "python: pip install failed"
+    log "python: pip install -e .[test,gpu,experiments,sebs] (torch from PyPI is ~3 GB the first time)"
+    "${pip[@]}" -e "$ROOT[test,gpu,experiments,sebs]" || die "python: pip install failed"
+    # The SeBS benchmarks' code and inputs, as data: its own requirements are not needed.
+    "${pip[@]}" --no-deps "serverless-benchmarks==1.2.0" \
+        || die "python: pip install serverless-benchmarks failed"
     "$VENV/bin/python" - <<'EOF2' || die "python: torch does not run a small model on the CPU"
 import torch
 

@@ -282,6 +282,8 @@ class LogStream:
 
 def _utf8_cut(data: bytes, limit: int) -> int:
     """The largest cut <= limit that does not split a UTF-8 character."""
+    if len(data) <= limit:
+        return len(data)
     cut = limit
     while cut > limit - 3 and (data[cut] & 0xC0) == 0x80:
         cut -= 1

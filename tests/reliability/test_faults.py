@@ -174,3 +174,21 @@ async def test_couchdb_down_records_are_spooled_and_acks_still_flow(kafka, couch
 
 async def _spool_empty(invoker) -> bool:
     return invoker.records.spooled_now == 0
+
+
+async def test_sigterm_with_the_broker_away_still_exits_promptly(kafka, couchdb, tmp_path):
+    config = make_config(tmp_path, action_cores=(0,))
+    proc = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker.log")
+    try:
+        async with controller(kafka, couchdb, config) as stub:
+            action, rev = await stub.create_action("hello", PY_HELLO)
+            proc.start()
+            await stub.wait_completion(await stub.invoke(action, rev), timeout_s=60)
+        await asyncio.to_thread(kafka.stop)
+        t0 = time.monotonic()
+        assert await asyncio.to_thread(proc.terminate, 60) == 0
+        assert time.monotonic() - t0 < 30, proc.log()[-2000:]
+        assert not processes_with_marker(config.container_prefix)
+    finally:
+        proc.stop()
+        await asyncio.to_thread(kafka.start)

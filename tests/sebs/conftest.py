@@ -8,25 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sebs_wrappers import catalog
-
-needs_sebs = pytest.mark.skipif(
-    not catalog.sebs_available(), reason=f"SeBS benchmark code missing: {catalog.INSTALL_HINT}"
-)
-
-
-def needs_modules(*names: str) -> pytest.MarkDecorator:
-    missing = [n for n in names if importlib.util.find_spec(n) is None]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"missing {', '.join(missing)} (install the 'sebs' extra)"
-    )
-
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """A running moto S3 store and loopback file server for the whole module."""
     if importlib.util.find_spec("moto") is None or importlib.util.find_spec("minio") is None:
-        pytest.skip("moto[server] and minio are needed (the 'sebs' extra)")
+        pytest.skip("moto (s3 + server) and minio are needed (the 'sebs' extra)")
     from sebs_wrappers.objstore import LocalServices
 
     root = tmp_path_factory.mktemp("sebs-state")

@@ -13,8 +13,8 @@ import json
 import zipfile
 from pathlib import Path
 
-from conftest import needs_sebs
 from ow_stub import StubOpenWhisk
+from sebs_helpers import needs_sebs
 
 from sebs_wrappers import catalog, deploy
 from sebs_wrappers.experiment import ExperimentConfig, run

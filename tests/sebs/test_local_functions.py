@@ -5,7 +5,7 @@ local object store: proves the packages without any platform.
 from __future__ import annotations
 
 import pytest
-from conftest import needs_modules, needs_sebs
+from sebs_helpers import needs_modules, needs_sebs
 
 from sebs_wrappers import catalog, deploy, inputs, localrun, packaging
 

@@ -7,7 +7,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from conftest import needs_modules
+from sebs_helpers import needs_modules
 
 from sebs_wrappers import datagen
 from sebs_wrappers.objstore import LocalServices, ObjectStore, Services, saved_alive, stop_saved

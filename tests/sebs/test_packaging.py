@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import needs_sebs
+from sebs_helpers import needs_sebs
 
 from sebs_wrappers import catalog, packaging
 

@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from conftest import needs_modules, needs_sebs
+from sebs_helpers import needs_modules, needs_sebs
 
 from sebs_wrappers import catalog, deploy
 from sebs_wrappers.experiment import ExperimentConfig, run

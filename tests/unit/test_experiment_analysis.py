@@ -41,12 +41,12 @@ def row(
 
 def test_percentile_matches_linear_interpolation() -> None:
     v = [1.0, 2.0, 3.0, 4.0]
-    assert analysis.percentile(v, 0.0) == 1.0
-    assert analysis.percentile(v, 1.0) == 4.0
-    assert analysis.percentile(v, 0.5) == 2.5
-    assert analysis.percentile(v, 0.25) == pytest.approx(1.75)
-    assert analysis.percentile(list(map(float, range(101))), 0.99) == pytest.approx(99.0)
-    assert math.isnan(analysis.percentile([], 0.5))
+    assert analysis.percentile(v, 0) == 1.0
+    assert analysis.percentile(v, 100) == 4.0
+    assert analysis.percentile(v, 50) == 2.5
+    assert analysis.percentile(v, 25) == pytest.approx(1.75)
+    assert analysis.percentile(list(map(float, range(101))), 99) == pytest.approx(99.0)
+    assert math.isnan(analysis.percentile([], 50))
 
 
 def test_describe() -> None:

@@ -178,3 +178,12 @@ async def test_log_file_times_out_without_sentinels(tmp_path: Path) -> None:
     lines, complete = await f.read(1000, False)
     assert complete and [ln.text for ln in lines] == ["more\n"]
     f.close()
+
+
+@pytest.mark.parametrize("size", [MAX_LOG_LINE - 1, MAX_LOG_LINE, MAX_LOG_LINE + 1, 100_000])
+def test_lines_of_any_length_around_the_cut(size: int) -> None:
+    """A 16 KiB line (exactly the cut) once crashed the zygote's log drain."""
+    s = LogStream("stdout")
+    out = entries(s.feed(b"y" * size, T0) + s.feed(b"\n", T0))
+    assert "".join(e["log"] for e in out) == "y" * size + "\n"
+    assert all(len(e["log"].encode()) <= MAX_LOG_LINE + 1 for e in out)
