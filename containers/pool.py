@@ -226,7 +226,16 @@ class ContainerPool:
             raise
 
     def _start_prewarm(self, cell: StemCell) -> None:
-        if cell.memory_mb > self.user_memory_mb - self.used_memory_mb:
+        # Prewarmed containers are never evicted (stock rule), so they may hold at most half
+        # of the memory: a small node must still be able to start the containers it needs.
+        prewarmed = sum(
+            s.memory_mb
+            for s in self.slots.values()
+            if s.key is None and s.state is not SlotState.BUSY
+        )
+        if cell.memory_mb > min(
+            self.user_memory_mb - self.used_memory_mb, self.user_memory_mb // 2 - prewarmed
+        ):
             return
         slot = Slot(next(self._ids), cell.kind, cell.memory_mb, SlotState.STARTING)
         slot.ready = asyncio.get_running_loop().create_future()

@@ -73,6 +73,7 @@ class Balancer:
         if rec.state is Health.OFFLINE:
             rec.state = Health.UNHEALTHY
             rec.results.clear()
+            rec.last_test = float("-inf")  # entering Unhealthy: test at once
         return self._test_due(rec, now)
 
     def _test_due(self, rec: InvokerRecord, now: float) -> bool:
@@ -110,7 +111,9 @@ class Balancer:
             rec.state = Health.UNRESPONSIVE
         elif result is Result.SUCCESS:
             rec.state = Health.HEALTHY
-        if rec.state is Health.UNHEALTHY and result is Result.SUCCESS and was is rec.state:
+        entered = rec.state is not was and rec.state in (Health.UNHEALTHY, Health.UNRESPONSIVE)
+        again = rec.state is Health.UNHEALTHY and result is Result.SUCCESS and was is rec.state
+        if entered or again:  # on entering, and after each success while still unhealthy
             rec.last_test = now
             return True
         return False

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
+from containers.placement import SlotState
 from invoker.protocol import QualifiedName, dumps
 from invoker.protocol.controller import GUEST, activation_message
 from invoker.protocol.messages import Identity
@@ -247,3 +248,31 @@ async def test_offsets_are_committed_after_completion(live):
     tp = TopicPartition(invoker.config.invoker_topic, 0)
     committed = await invoker.consumer._consumer.committed(tp)
     assert committed == 5
+
+
+async def test_prewarm_warm_reuse_and_lru_eviction(kafka, couchdb, tmp_path):
+    # 1024 MB: the stock nodejs:20 stem cells (2 x 256 MB) may hold at most half of it.
+    async with running_invoker(kafka, couchdb, tmp_path, user_memory_mb=1024) as (invoker, ctl):
+        pool = invoker.pool
+        async with asyncio.timeout(30):
+            while pool.count(SlotState.PREWARM) < 2:
+                await asyncio.sleep(0.05)
+        node, nrev = await ctl.create_action("n", NODE_ECHO, kind="nodejs:20")
+        await ctl.wait_completion(await ctl.invoke(node, nrev))
+        assert pool.prewarm_starts == 1  # the prewarmed container was used...
+        async with asyncio.timeout(30):  # ...and replaced
+            while pool.count(SlotState.PREWARM) < 2:
+                await asyncio.sleep(0.05)
+        await ctl.wait_completion(await ctl.invoke(node, nrev))
+        assert pool.warm_starts == 1
+        a, arev = await ctl.create_action("a", PY_HELLO)
+        await ctl.wait_completion(await ctl.invoke(a, arev))  # fills the memory
+        assert pool.used_memory_mb == 1024 and pool.evictions == 0
+        b, brev = await ctl.create_action("b", PY_HELLO)
+        aid = await ctl.invoke(b, brev)
+        await ctl.wait_completion(aid)
+        assert (await ctl.record(aid))["response"]["statusCode"] == 0
+        assert pool.evictions == 1  # the least recently used idle container (the node one)
+        assert pool.count(SlotState.PREWARM) == 2  # prewarmed containers are never evicted
+        keys = {s.key.docid for s in pool.slots.values() if s.key is not None}
+        assert keys == {"guest/a", "guest/b"}
