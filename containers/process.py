@@ -426,7 +426,10 @@ class ProcessBackend:
         else:
             self.cgroup_support = cgroups.CgroupSupport(0, reason="disabled by configuration")
         if self.private_tmp and (os.geteuid() != 0 or self._under_tmp()):
-            log.info("no private /tmp per container (needs root and a state dir outside /tmp)")
+            log.info(
+                "no private /tmp per container (needs root, and the state dir and the "
+                "project outside /tmp)"
+            )
             self.private_tmp = False
         await self._ensure_zygote()
 
@@ -522,8 +525,10 @@ class ProcessBackend:
     # -- internals ---------------------------------------------------------------------------
 
     def _under_tmp(self) -> bool:
+        """Whether a private /tmp would hide what containers need: their own directories,
+        or the runtimes and the GPU client they load from the project."""
         tmp = Path("/tmp").resolve()
-        return self.state_dir == tmp or tmp in self.state_dir.parents
+        return any(p == tmp or tmp in p.parents for p in (self.state_dir, PROJECT_ROOT))
 
     async def _ensure_zygote(self) -> _Zygote:
         async with self._start_lock:
