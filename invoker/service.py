@@ -380,68 +380,75 @@ class Invoker:
     async def _admit(
         self, record: Record, msg: ActivationMessage, received: float, redelivered: bool
     ) -> None:
-        """Resolve the action and queue the call (or answer at once when it cannot run)."""
+        """Queue the call, or answer it at once when it cannot (or need not) run."""
         try:
-            if redelivered and await self._already_done(msg):
-                self._finished(record)
-                return
-            try:
-                action = await self.fetcher.fetch(msg.action.docid, msg.revision)
-            except FetchError as e:
-                log.warning("activation %s: %s", msg.activation_id, e)
-                fallback = self.runner.fallback(msg.partial(), e.code, e.message)
-                await self._answer(
-                    record, self.runner.answer_fallback(msg.partial(), fallback, msg)
-                )
-                return
-            job = Job(
-                record.value,
-                action,
-                record.partition,
-                record.offset,
-                received,
-                max_payload=payload_limit(msg.user.limits),
-                parsed=msg,
-            )
-            problem = unsupported_encryption(msg) or check_user_limits(
-                action, msg.user.limits, self.config.user_memory_mb
-            )
-            if problem is not None:
-                response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, problem)
-                await self._answer(record, self.runner.answer_unrun(job, response))
-                return
-            queue = self.scheduler
-            if self.gpu_pool is not None and is_gpu_action(action):
-                job.platform_env = self.gpu_pool.action_env()
-                queue = self.gpu_calls
-            job.admitted = self.clock.now()
-            queue.admit(action.docid, job, received)
-            if queue.queued > COMPACT_AFTER:
-                job.compact()
-            self._wake()
+            answer = await self._decide(record, msg, received, redelivered)
         except Exception:
             log.exception("activation %s could not be admitted", msg.activation_id)
             fallback = self.runner.fallback(
                 msg.partial(), StatusCode.WHISK_ERROR, "An internal error occurred in the invoker."
             )
-            await self._answer(record, self.runner.answer_fallback(msg.partial(), fallback, msg))
+            answer = self.runner.answer_fallback(msg.partial(), fallback, msg)
+        if answer is not None:
+            await self._answer(record, answer)
 
-    async def _already_done(self, msg: ActivationMessage) -> bool:
-        """For a re-delivered message: was it finished before a crash? Then re-send its
-        completion (the controller ignores a duplicate) and do not run it again."""
-        docid = f"{msg.user.namespace}/{msg.activation_id}"
+    async def _decide(
+        self, record: Record, msg: ActivationMessage, received: float, redelivered: bool
+    ) -> Coroutine[Any, Any, None] | None:
+        """Resolve the action and queue the call (None), or return the answer to send."""
+        if redelivered:
+            done = await self._finished_before(msg)
+            if done is not None:
+                log.info(
+                    "activation %s finished before a restart; re-acknowledging", msg.activation_id
+                )
+                return self.acks.completion(msg.controller, msg.transid, msg.activation_id, done)
         try:
-            doc = self.records.is_spooled(docid) or await self.store.get(
-                self.config.activations_db, docid
-            )
-        except StoreError:
-            return False  # cannot tell: run it; the record's fixed _id prevents a duplicate
-        if not doc:
+            action = await self.fetcher.fetch(msg.action.docid, msg.revision)
+        except FetchError as e:
+            log.warning("activation %s: %s", msg.activation_id, e)
+            fallback = self.runner.fallback(msg.partial(), e.code, e.message)
+            return self.runner.answer_fallback(msg.partial(), fallback, msg)
+        job = Job(
+            record.value,
+            action,
+            record.partition,
+            record.offset,
+            received,
+            max_payload=payload_limit(msg.user.limits),
+            parsed=msg,
+        )
+        problem = unsupported_encryption(msg) or check_user_limits(
+            action, msg.user.limits, self.config.user_memory_mb
+        )
+        if problem is not None:
+            response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, problem)
+            return self.runner.answer_unrun(job, response)
+        queue = self.scheduler
+        if self.gpu_pool is not None and is_gpu_action(action):
+            job.platform_env = self.gpu_pool.action_env()
+            queue = self.gpu_calls
+        job.admitted = self.clock.now()
+        queue.admit(action.docid, job, received)
+        if queue.queued > COMPACT_AFTER:
+            job.compact()
+        self._wake()
+        return None
+
+    async def _finished_before(self, msg: ActivationMessage) -> bool | None:
+        """For a re-delivered message: was it finished before a crash (its record stored or
+        spooled)? Returns whether it was a system error, or None if it must run. The
+        controller ignores a duplicate completion, so re-sending one is safe."""
+        docid = f"{msg.user.namespace}/{msg.activation_id}"
+        if self.records.is_spooled(docid):
             return False
-        log.info("activation %s was finished before a restart; re-acknowledging", msg.activation_id)
-        system_error = isinstance(doc, dict) and doc.get("response", {}).get("statusCode") == 3
-        await self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
-        return True
+        try:
+            doc = await self.store.get(self.config.activations_db, docid)
+        except StoreError:
+            return None  # cannot tell: run it; the record's fixed _id prevents a duplicate
+        if doc is None:
+            return None
+        return doc.get("response", {}).get("statusCode") == StatusCode.WHISK_ERROR
 
     async def _dispatch_loop(self) -> None:
         queues = (self.gpu_calls, self.scheduler)
