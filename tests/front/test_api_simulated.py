@@ -1,6 +1,8 @@
 """The REST API's logic on an in-process platform with the simulated backend (fast, no
 external services). Real clients against real services are in tests/e2e."""
 
+import asyncio
+
 import pytest
 
 from containers.simulated import SimulatedBackend
@@ -53,7 +55,11 @@ async def test_action_crud_invoke_and_activations(p):
     status, ack = await p.call("POST", f"{NS}/actions/hello")
     assert status == 202 and len(ack["activationId"]) == 32
 
-    status, got = await p.call("GET", f"{NS}/activations/{aid}")
+    for _ in range(100):  # the record is stored just after the result is sent
+        status, got = await p.call("GET", f"{NS}/activations/{aid}")
+        if status == 200:
+            break
+        await asyncio.sleep(0.05)
     assert status == 200 and got["activationId"] == aid
     status, logs = await p.call("GET", f"{NS}/activations/{aid}/logs")
     assert logs == {"logs": []}
