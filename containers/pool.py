@@ -132,10 +132,6 @@ class ContainerPool:
     def count(self, state: SlotState) -> int:
         return sum(1 for s in self.slots.values() if s.state is state)
 
-    def fits(self, memory_mb: int) -> bool:
-        """Whether a container of this size could ever be placed."""
-        return memory_mb <= self.user_memory_mb
-
     # -- reservation (synchronous) and preparation (awaited) --
 
     def reserve(self, key: WarmKey, kind: str, memory_mb: int) -> Lease | None:

@@ -9,7 +9,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +245,3 @@ def load(
     types = {f.name: str(f.type) for f in fields(InvokerConfig)}
     converted = {k: _convert(k, types[k], v) for k, v in values.items()}
     return InvokerConfig(**converted)
-
-
-def with_changes(config: InvokerConfig, **changes: Any) -> InvokerConfig:
-    return replace(config, **changes)

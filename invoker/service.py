@@ -280,6 +280,11 @@ class Invoker:
             "coldStarts": self.pool.cold_starts,
             "warmStarts": self.pool.warm_starts,
             "spooledRecords": self.records.spooled_now,
+            "recordsWritten": self.records.written,
+            "acksSent": self.acks.sent,
+            "acksShrunk": self.acks.shrunk,
+            "actionCache": {"hits": self.fetcher.hits, "misses": self.fetcher.misses},
+            "evictions": self.pool.evictions,
             "functions": len(self.scheduler.stats),
             "addedLatency": self.metrics.added_latency_percentiles(),
         }

@@ -137,7 +137,3 @@ def activation_document(record: dict[str, Any], now_ms: int) -> dict[str, Any]:
         "updated": now_ms,
         **record,
     }
-
-
-def record_status(record: dict[str, Any]) -> StatusCode:
-    return StatusCode(record["response"]["statusCode"])
