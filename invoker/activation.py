@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +99,7 @@ class ActivationRunner:
         records: RecordWriter,
         clock: Clock,
         metrics: InvokerMetrics,
-        sentinelled: Any = lambda kind: True,
+        sentinelled: Callable[[str], bool] = lambda kind: True,
     ) -> None:
         self.pool = pool
         self.acks = acks
@@ -109,9 +109,10 @@ class ActivationRunner:
         self.sentinelled = sentinelled
 
     async def run(self, job: Job, lease: Lease, cores: frozenset[int]) -> Outcome:
-        """Run the job in the leased container and collect its logs. The caller frees the
-        core and the container, then awaits ``Outcome.answer`` (acks and the record), so
-        the next call never waits for the bus or the database."""
+        """Run the job in the leased container; a blocking caller's result ack leaves at
+        once. The caller then frees the core and the container and awaits
+        ``Outcome.answer`` (logs, completion ack, record), so the next call never waits for
+        log collection, the bus or the database."""
         msg, action = job.msg, job.action
         timeout_s = action.limits.timeout_ms / 1000
         start_ms = self.clock.epoch_ms()
@@ -177,14 +178,12 @@ class ActivationRunner:
         )
         developer_error = response.status_code >= StatusCode.DEVELOPER_ERROR
         logs_bytes = action.limits.logs_mb * MIB
+        self._added_latency(job, t_start, (run_s or 0.0) + init_s)
         result_sent: asyncio.Task[None] | None = None
         if msg.blocking and logs_bytes > 0:
-            self._added_latency(job, t_start, (run_s or 0.0) + init_s)
             result_sent = asyncio.create_task(
                 self.acks.result(msg.controller, msg.transid, dict(record))
             )
-        if result_sent is None:
-            self._added_latency(job, t_start, (run_s or 0.0) + init_s)
         logs: asyncio.Task[list[str]] | None = None
         if logs_bytes > 0:
             if developer_error:  # the container goes: read what it left first
