@@ -52,6 +52,9 @@ def test_zip_layout(zips: dict[str, packaging.Package], bench_id: str) -> None:
         assert ("function/storage.py" in names) == bench.needs_storage
         manifest = json.loads(zf.read("function/PACKAGING.json"))
         assert manifest["benchmark"] == bench_id
+        if bench.needs_storage:  # the object store's timeout raised from SeBS's 1 s
+            assert "timedelta(seconds=120)" in zf.read("function/storage.py").decode()
+            assert manifest["storage_timeout_s"] == 120
         assert "/tmp/" not in zf.read("function/function.py").decode().replace("'/tmp/'", "")
 
 
