@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,52 @@ async def test_exclusive_switch_replaces_the_worker() -> None:
         assert (r1.cold_start, r2.cold_start, r3.cold_start) == (True, False, True)
         assert pool.backend.workers[0].pid != pid1
         assert r3.upload_s > 0.3  # a fresh process importing torch, then a full torch.load
+
+
+POOL_HOST = """
+import asyncio, sys
+from gpu.config import GpuConfig
+from gpu.pool import GpuPool
+
+async def main():
+    pool = GpuPool(GpuConfig(devices="virtual:2", memory_mb=64))
+    await pool.start()
+    pids = [w.pid for w in pool.backend.workers] + [pool.loader.pid]
+    print(" ".join(map(str, pids)), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_workers_of_a_killed_host_exit() -> None:
+    """kill -9 of the process owning the pool (the invoker): its device workers and loader
+    see their pipe close and exit, leaving nothing behind."""
+    host = subprocess.Popen(
+        [sys.executable, "-c", POOL_HOST],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)) + "/..",
+    )
+    try:
+        pids = [int(p) for p in host.stdout.readline().split()]
+        assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        deadline = time.monotonic() + 20
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [p for p in alive if _running(p)]
+        assert not alive, f"workers still running: {alive}"
+    finally:
+        if host.poll() is None:
+            host.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
