@@ -44,11 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from invoker.bus.base import BusUnavailable
+    from invoker.store.base import StoreUnavailable
+
     args = build_parser().parse_args(argv)
     try:
         return int(args._main(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except (BusUnavailable, StoreUnavailable, ValueError) as e:
+        # Unreachable services and bad configuration: a clear line, not a traceback.
+        print(f"ow-invoker {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

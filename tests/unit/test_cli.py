@@ -29,3 +29,11 @@ def test_python_dash_m():
         [sys.executable, "-m", "invoker", "--help"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and "standalone" in out.stdout
+
+
+def test_bad_configuration_is_one_clear_line(capsys):
+    from invoker.cli import main
+
+    assert main(["run", "--policy", "lifo"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'lifo'" in err and "Traceback" not in err
