@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from front.balancer import Balancer, Result
-from invoker.bus import Bus, Record
+from invoker.bus import Bus, Consumer, Record
 from invoker.clock import Clock
 from invoker.protocol import QualifiedName, dumps, loads
 from invoker.protocol.controller import action_document, activation_message
@@ -88,8 +89,10 @@ class Controller:
         await self.acks.start()
         await self.health.start()
         self._tasks = [
-            asyncio.create_task(self._ack_loop(), name="front-acks"),
-            asyncio.create_task(self._health_loop(), name="front-health"),
+            asyncio.create_task(self._consume(self.acks, "acks", self._on_acks), name="acks"),
+            asyncio.create_task(
+                self._consume(self.health, "health", self._on_pings), name="health"
+            ),
         ]
 
     async def stop(self) -> None:
@@ -255,21 +258,27 @@ class Controller:
             ):
                 asyncio.get_running_loop().create_task(self._send_health_test(instance))
 
-    async def _ack_loop(self) -> None:
+    async def _consume(
+        self, consumer: Consumer, what: str, handle: Callable[[list[Record]], Awaitable[None]]
+    ) -> None:
+        """Poll ``consumer`` forever; a failing poll (the bus away) is retried each second."""
         while True:
             try:
-                records = await self.acks.poll(500, 1.0)
+                records = await consumer.poll(500, 1.0)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("polling acks failed: %s", e)
+                log.warning("polling %s failed: %s", what, e)
                 await asyncio.sleep(1.0)
                 continue
-            for r in records:
-                self._on_ack(r)
-            if records:
-                # Not awaited: a commit round trip must not delay the next acks.
-                self._commit_acks({records[-1].partition: records[-1].offset + 1})
+            await handle(records)
+
+    async def _on_acks(self, records: list[Record]) -> None:
+        for r in records:
+            self._on_ack(r)
+        if records:
+            # Not awaited: a commit round trip must not delay the next acks.
+            self._commit_acks({records[-1].partition: records[-1].offset + 1})
 
     def _commit_acks(self, offsets: dict[int, int]) -> None:
         if self._committing is not None and not self._committing.done():
@@ -283,29 +292,20 @@ class Controller:
 
         self._committing = asyncio.get_running_loop().create_task(commit())
 
-    async def _health_loop(self) -> None:
-        while True:
+    async def _on_pings(self, records: list[Record]) -> None:
+        now = self.clock.now()
+        due: set[int] = set()
+        for r in records:
             try:
-                records = await self.health.poll(500, 1.0)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.warning("polling health failed: %s", e)
-                await asyncio.sleep(1.0)
-                continue
-            now = self.clock.now()
-            due: set[int] = set()
-            for r in records:
-                try:
-                    ping = loads(r.value)
-                    name = ping["name"]
-                    if self.balancer.ping(name, ping.get("isEnabled", True) is not False, now):
-                        due.add(int(name["instance"]))
-                except (ValueError, KeyError, TypeError) as e:
-                    log.warning("unreadable ping: %s", e)
-            due.update(self.balancer.tick(now))
-            for instance in due:
-                await self._send_health_test(instance)
+                ping = loads(r.value)
+                name = ping["name"]
+                if self.balancer.ping(name, ping.get("isEnabled", True) is not False, now):
+                    due.add(int(name["instance"]))
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("unreadable ping: %s", e)
+        due.update(self.balancer.tick(now))
+        for instance in due:
+            await self._send_health_test(instance)
 
     async def wait_for_invokers(self, count: int = 1, timeout_s: float = 60.0) -> None:
         """Wait until ``count`` invokers are healthy."""
