@@ -6,7 +6,12 @@ module (from the page cache) are timed on this machine's CPU; the cold start of 
 process that imports torch is timed too. The output is the literal table pasted into
 ``gpu/model_table.py``.
 
+With ``--device cuda`` each row also gets the GPU's batch-1 inference (``infer_gpu_s``) and the
+pinned host → device copy of the model's tensors (``upload_s``, the pool's miss), and the cold
+start includes creating the CUDA context.
+
     .venv/bin/python benchmarks/bench_gpu_models.py            # ~2 minutes on 2 vCPUs
+    python3 benchmarks/bench_gpu_models.py --device cuda       # on a GPU machine
 """
 
 from __future__ import annotations
@@ -28,7 +33,34 @@ MODELS = [
 ]  # fmt: skip
 
 
-def measure(name: str, repeats: int) -> dict:
+def median_time(fn, repeats: int, sync=lambda: None) -> float:
+    """Median wall time of ``fn`` after one warm-up call; ``sync`` waits for device work."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_gpu(m, x, repeats: int) -> dict:
+    """Batch-1 inference on the GPU and the pinned host → device copy of every tensor."""
+    import torch
+
+    sync = torch.cuda.synchronize
+    tensors = [t.detach().pin_memory() for t in [*m.parameters(), *m.buffers()]]
+    upload = median_time(lambda: [t.to("cuda", non_blocking=True) for t in tensors], repeats, sync)
+    g, xg = m.to("cuda"), x.to("cuda")
+    with torch.inference_mode():
+        infer = median_time(lambda: g(xg), repeats, sync)
+    m.to("cpu")
+    return {"infer_gpu_s": round(infer, 5), "upload_s": round(upload, 5)}
+
+
+def measure(name: str, repeats: int, device: str) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     from torchvision import models
@@ -49,49 +81,40 @@ def measure(name: str, repeats: int) -> dict:
     m.eval()
     x = torch.randn(1, 3, side, side)
     with torch.inference_mode():
-        m(x)
-        inf = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            m(x)
-            inf.append(time.perf_counter() - t0)
+        infer_cpu = median_time(lambda: m(x), repeats)
+    gpu = measure_gpu(m, x, repeats) if device == "cuda" else {}
     buf = io.BytesIO()
     torch.save(m, buf)
     raw = buf.getvalue()
-    loads = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.load(io.BytesIO(raw), weights_only=False)
-        loads.append(time.perf_counter() - t0)
+    load = median_time(lambda: torch.load(io.BytesIO(raw), weights_only=False), repeats)
     return {
         "name": name,
         "size_bytes": size,
         "gflops": round(flops / 1e9, 3),
-        "infer_cpu_s": round(statistics.median(inf), 4),
-        "load_s": round(statistics.median(loads), 4),
+        "infer_cpu_s": round(infer_cpu, 4),
+        "load_s": round(load, 4),
+        **gpu,
     }
 
 
-def cold_start(repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1)"], check=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def cold_start(repeats: int, device: str) -> float:
+    code = f"import torch; torch.zeros(1, device={device!r}).sum().item()"
+    return median_time(lambda: subprocess.run([sys.executable, "-c", code], check=True), repeats)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
-    print(f"# process start + import torch: {cold_start(args.repeats):.3f} s", flush=True)
+    cold = cold_start(args.repeats, args.device)
+    print(f"# process start + import torch ({args.device}): {cold:.3f} s", flush=True)
     for name in args.models:
-        print(json.dumps(measure(name, args.repeats)), flush=True)
+        print(json.dumps(measure(name, args.repeats, args.device)), flush=True)
     return 0
 
 

@@ -6,7 +6,11 @@ replays one seeded Poisson arrival sequence over a mixed working set against a f
 policy and prints latency, miss ratio and the ratios to LB. Requests enter through
 ``GpuPool.infer`` (the socket adds ~1 ms per call, printed separately).
 
+With ``--gpu`` the devices are the machine's real GPUs (found through NVML), each given a model
+budget of ``--device-mb`` (part 1: two of its models) so that the same working set overflows it.
+
     .venv/bin/python benchmarks/bench_gpu_pool.py              # ~2 minutes on 2 vCPUs
+    python3 benchmarks/bench_gpu_pool.py --gpu --rate 100      # on a GPU machine
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from gpu import client, testmodels
 from gpu.config import GpuConfig
+from gpu.devices import Nvml
 from gpu.hosttier import content_key
 from gpu.pool import GpuPool
 from gpu.stats import percentile
@@ -55,8 +60,18 @@ def socket_hits(address: str, model: torch.nn.Module, args: argparse.Namespace) 
         client.uninstall()
 
 
+def pool_config(args: argparse.Namespace, devices: int, memory_mb: float, policy: str) -> GpuConfig:
+    """``devices`` virtual devices of ``memory_mb``, or with ``--gpu`` every GPU at that budget."""
+    if not args.gpu:
+        return GpuConfig(devices=f"virtual:{devices}", memory_mb=int(memory_mb), policy=policy)
+    nvml = Nvml()
+    total = nvml.describe(0)[1]
+    nvml.close()
+    return GpuConfig(devices="nvml", memory_fraction=memory_mb * 2**20 / total, policy=policy)
+
+
 async def hit_vs_miss(args: argparse.Namespace) -> None:
-    cfg = GpuConfig(devices="virtual:1", memory_mb=args.size_mb * 2 + 8, policy="lalb")
+    cfg = pool_config(args, 1, args.size_mb * 2 + 8, "lalb")
     async with GpuPool(cfg, registry=CollectorRegistry()) as pool:
         big = [testmodels.mlp(args.size_mb, seed=i) for i in range(3)]
         keys = []
@@ -92,9 +107,7 @@ async def workload(args: argparse.Namespace, policy: str) -> dict:
         args.min_mb + i * (args.max_mb - args.min_mb) / (args.models - 1)
         for i in range(args.models)
     ]
-    cfg = GpuConfig(
-        devices=f"virtual:{args.devices}", memory_mb=args.device_mb, policy=policy,
-    )  # fmt: skip
+    cfg = pool_config(args, args.devices, args.device_mb, policy)
     async with GpuPool(cfg, registry=CollectorRegistry()) as pool:
         keys = []
         for i, mb in enumerate(sizes):
@@ -126,9 +139,10 @@ async def workload(args: argparse.Namespace, policy: str) -> dict:
 
 async def main_async(args: argparse.Namespace) -> None:
     await hit_vs_miss(args)
+    devices = "every GPU" if args.gpu else f"{args.devices} virtual devices"
     print(
         f"\n== {args.requests} Poisson requests at {args.rate:g}/s over {args.models} models "
-        f"({args.min_mb:g}-{args.max_mb:g} MiB), {args.devices} virtual devices x "
+        f"({args.min_mb:g}-{args.max_mb:g} MiB), {devices} x "
         f"{args.device_mb} MiB, batch {args.batch}, seed {args.seed}"
     )
     print(f"{'policy':>7} {'mean ms':>8} {'p50 ms':>7} {'p99 ms':>7} {'miss':>6} {'false':>6}"
@@ -157,6 +171,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=25.0, help="requests per second")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--policy", nargs="+", default=["lb", "lalb", "lalbo3"])
+    ap.add_argument("--gpu", action="store_true", help="the real GPUs (NVML), not virtual ones")
     args = ap.parse_args()
     torch.set_num_threads(1)
     asyncio.run(main_async(args))

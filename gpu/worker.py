@@ -127,25 +127,31 @@ class Worker:
             skel = torch.load(f, weights_only=False)
         with open(spec["manifest"]) as f:
             manifest = json.load(f)
+        if not manifest:
+            return skel.eval()
         mm = self._map(spec)
+        # One copy of the whole flat file, then views: a model of a thousand small tensors
+        # costs one transfer at full bandwidth, not a thousand synchronous ones.
+        flat = torch.frombuffer(mm, dtype=torch.uint8).to(self.device, copy=True)
+        if not self.cuda:
+            mm.close()
         made: dict[int, Any] = {}
         for entry in manifest:
             off = entry["offset"]
             if off not in made:
                 dtype = getattr(torch, entry["dtype"])
-                count = entry["numel"]
-                src = torch.frombuffer(mm, dtype=dtype, count=count, offset=off)
-                made[off] = src.view(entry["shape"]).to(self.device, copy=True)
+                end = off + entry["numel"] * _itemsize(torch, entry)
+                made[off] = flat[off:end].view(dtype).view(entry["shape"])
             _assign(torch, skel, entry["name"], entry["param"], made[off])
-        if not self.cuda:
-            mm.close()
         return skel.eval()
 
     def _map(self, spec: dict[str, Any]) -> mmap.mmap:
         if self.cuda and spec["key"] in self.host_maps:
             return self.host_maps[spec["key"]][0]
-        with open(spec["bin"], "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        # Shared and writable (never written): registering a private copy-on-write mapping
+        # would copy every page of the tier file first.
+        with open(spec["bin"], "r+b") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE)
         if self.cuda:
             pinned = None
             try:  # page-locked host tier: copies at full PCIe speed

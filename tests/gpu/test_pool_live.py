@@ -1,4 +1,9 @@
-"""The live pool on CPU-backed virtual devices with real torch models and worker processes."""
+"""The live pool on CPU-backed virtual devices with real torch models and worker processes.
+
+``OWGPU_TEST_DEVICES=nvml`` runs the same tests on the machine's real GPUs: a test written for
+N devices runs where NVML finds exactly N GPUs (and skips elsewhere), each GPU's model budget
+set to the test's ``memory_mb``.
+"""
 
 from __future__ import annotations
 
@@ -21,12 +26,14 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
 from gpu import testmodels  # noqa: E402
 from gpu.cache import ModelTooLarge  # noqa: E402
-from gpu.config import GpuConfig  # noqa: E402
+from gpu.config import GpuConfig, parse_device_spec  # noqa: E402
+from gpu.devices import Nvml  # noqa: E402
 from gpu.hosttier import content_key  # noqa: E402
 from gpu.pool import GpuPool  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
+REAL_GPUS = os.environ.get("OWGPU_TEST_DEVICES") == "nvml"
 
 
 def call_bytes(*args) -> bytes:
@@ -48,7 +55,22 @@ async def register(pool: GpuPool, model) -> str:
 
 def pool_with(**kw) -> GpuPool:
     cfg = {"devices": "virtual:2", "memory_mb": 64, "policy": "lalbo3", **kw}
-    return GpuPool(GpuConfig(**cfg), registry=CollectorRegistry())
+    return GpuPool(
+        GpuConfig(**(on_real_gpus(cfg) if REAL_GPUS else cfg)), registry=CollectorRegistry()
+    )
+
+
+def on_real_gpus(cfg: dict) -> dict:
+    """The same pool on the real GPUs: as many devices, the same budget in bytes each."""
+    _, wanted = parse_device_spec(cfg["devices"])
+    nvml = Nvml()
+    count = nvml.count()
+    total = nvml.describe(0)[1] if count else 0
+    nvml.close()
+    if count != wanted:
+        pytest.skip(f"written for {wanted} devices; NVML finds {count} GPUs")
+    budget = (cfg.pop("memory_mb") << 20) + 1  # +1: the fraction must not round below it
+    return {**cfg, "devices": "nvml", "memory_fraction": budget / total}
 
 
 async def test_hits_skip_upload_and_lru_victims_are_right() -> None:
@@ -77,8 +99,28 @@ async def test_hits_skip_upload_and_lru_victims_are_right() -> None:
         assert 'owgpu_requests_total{outcome="hit"} 2.0' in metrics
 
 
+async def test_tied_weights_and_mixed_dtypes_survive_the_one_copy_upload() -> None:
+    """A miss copies the whole tier file at once and views it: ties stay tied, every dtype
+    (float32 weights, int64 BatchNorm counter) lands at its own aligned offset."""
+    emb = torch.nn.Embedding(100, 32)
+    head = torch.nn.Linear(32, 100, bias=False)
+    head.weight = emb.weight  # tied: one tensor, two names
+    norm = torch.nn.BatchNorm1d(100)
+    norm.running_mean.uniform_(-1, 1)
+    norm.num_batches_tracked.fill_(7)
+    m = torch.nn.Sequential(emb, head, norm).eval()
+    x = torch.randint(0, 100, (5,))
+    async with pool_with(devices="virtual:1") as pool:
+        key = await register(pool, m)
+        res = await pool.infer(key, call_bytes(x))
+        assert torch.allclose(output(res), m(x), atol=1e-5)
+        assert pool.backend is not None
+        h, _ = await pool.backend.workers[0].call({"op": "stats"})
+        assert h["resident"][key] == 100 * 32 * 4 + 4 * 100 * 4 + 8  # the tie counted once
+
+
 async def test_model_larger_than_device_is_refused() -> None:
-    async with pool_with(devices="virtual:2", memory_mb=16) as pool:
+    async with pool_with(devices="virtual:1", memory_mb=16) as pool:
         with pytest.raises(ModelTooLarge, match=r"largest GPU device has 16\.0 MiB"):
             await register(pool, testmodels.mlp(20))
         assert len(pool.host) == 0
