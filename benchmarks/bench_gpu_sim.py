@@ -7,6 +7,7 @@ gpu/model_table.py. Each cell is the mean over ``--seeds`` arrival sequences.
 
     .venv/bin/python benchmarks/bench_gpu_sim.py            # ~1 minute
     .venv/bin/python benchmarks/bench_gpu_sim.py --json     # one JSON object per run
+    .venv/bin/python benchmarks/bench_gpu_sim.py --device-profile h200   # H200-measured costs
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ METRICS += ("avg_duplicates", "utilization")
 def run(args: argparse.Namespace, **kw) -> dict:
     outs = []
     for seed in range(1, args.seeds + 1):
-        cfg = SimConfig(
+        cfg = SimConfig.for_profile(
+            args.device_profile,
             gpus=args.gpus,
             gpu_memory_gb=args.gpu_memory_gb,
             rate_per_min=args.rate,
@@ -82,12 +84,16 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--zipf", type=float, default=0.0)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--device-profile", choices=["cpu", "h200"], default="cpu")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     say = (lambda *a, **k: None) if args.json else print
 
     for miss_cost in ("cold-process", "host-tier"):
-        say(f"\n== miss cost: {miss_cost} (12 GPUs x {args.gpu_memory_gb} GB, {args.rate:g}/min)")
+        say(
+            f"\n== miss cost: {miss_cost} ({args.gpus} GPUs x {args.gpu_memory_gb} GB, "
+            f"{args.rate:g}/min, {args.device_profile} model table)"
+        )
         say(
             f"{'W':>3} {'policy':>7} {'mean s':>9} {'p99 s':>9} {'miss':>6} {'false':>6} "
             f"{'dups':>5} {'util':>5} | vs LB: latency, misses, false misses, dups (paper)"

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpu.dispatcher import Dispatcher, JobResult
 from gpu.estimates import DeviceTypePrior, Estimator
-from gpu.model_table import COLD_PROCESS_S, MODEL_TABLE, PCIE_PINNED_BW, ModelCost
+from gpu.model_table import COLD_PROCESS_S, MODEL_TABLE, PCIE_PINNED_BW, PROFILES, ModelCost
 from gpu.policies import DEFAULT_AFFINITY_PENALTY, DEFAULT_O3_LIMIT, make_scheduler
 from gpu.scheduler import DeviceSlot, Dispatch, Request
 from gpu.stats import PoolStats
@@ -39,15 +39,18 @@ class SimBackend:
     pcie_bw: float = PCIE_PINNED_BW
     cold_process_s: float = COLD_PROCESS_S
 
+    def copy_s(self, m: ModelCost) -> float:
+        return m.upload_s or m.size_bytes / self.pcie_bw
+
     def cold_s(self, m: ModelCost) -> float:
-        return self.cold_process_s + m.load_s + m.size_bytes / self.pcie_bw
+        return self.cold_process_s + m.load_s + self.copy_s(m)
 
     async def execute(self, dispatch: Dispatch) -> JobResult:
         m = self.costs[dispatch.request.model]
         if dispatch.cold_start or (not dispatch.hit and self.miss_cost == "cold-process"):
             upload = self.cold_s(m)
         elif not dispatch.hit:
-            upload = m.size_bytes / self.pcie_bw
+            upload = self.copy_s(m)
         else:
             upload = 0.0
         infer = m.infer_s * max(1, dispatch.request.batch)
@@ -73,6 +76,13 @@ class SimConfig:
     affinity_penalty: float = DEFAULT_AFFINITY_PENALTY
     cold_process_s: float = COLD_PROCESS_S  # process start + framework import
     table: Sequence[ModelCost] = field(default_factory=lambda: MODEL_TABLE)
+    pcie_bw: float = PCIE_PINNED_BW
+
+    @classmethod
+    def for_profile(cls, profile: str, **kw: Any) -> SimConfig:
+        """A run on one of ``model_table.PROFILES`` (``cpu``: this machine, ``h200``)."""
+        p = PROFILES[profile]
+        return cls(table=p.table, pcie_bw=p.pcie_bw, cold_process_s=p.cold_process_s, **kw)
 
 
 def working_set(cfg: SimConfig) -> dict[str, ModelCost]:
@@ -81,7 +91,7 @@ def working_set(cfg: SimConfig) -> dict[str, ModelCost]:
     for i in range(cfg.working_set):
         base = cfg.table[i % len(cfg.table)]
         key = f"{base.name}#{i // len(cfg.table)}" if i >= len(cfg.table) else base.name
-        out[key] = ModelCost(key, base.size_bytes, base.infer_s, base.load_s)
+        out[key] = replace(base, name=key)
     return out
 
 
@@ -96,9 +106,7 @@ def _new_run(cfg: SimConfig, clock: Clock) -> tuple[Dispatcher, PoolStats, dict[
     costs = working_set(cfg)
     cap = int(cfg.gpu_memory_gb * 1e9)
     slots = [DeviceSlot(i, cap, "sim") for i in range(cfg.gpus)]
-    est = Estimator(
-        priors={"sim": DeviceTypePrior(copy_bw=PCIE_PINNED_BW, compute_bw=PCIE_PINNED_BW)}
-    )
+    est = Estimator(priors={"sim": DeviceTypePrior(copy_bw=cfg.pcie_bw, compute_bw=cfg.pcie_bw)})
     sched = make_scheduler(
         cfg.policy,
         slots,
@@ -108,7 +116,7 @@ def _new_run(cfg: SimConfig, clock: Clock) -> tuple[Dispatcher, PoolStats, dict[
         affinity_penalty=cfg.affinity_penalty,
     )
     stats = PoolStats(cfg.gpus, start=clock.now())
-    backend = SimBackend(costs, cfg.miss_cost, cold_process_s=cfg.cold_process_s)
+    backend = SimBackend(costs, cfg.miss_cost, cfg.pcie_bw, cfg.cold_process_s)
     return Dispatcher(sched, backend, clock, stats=stats), stats, costs
 
 

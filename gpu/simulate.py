@@ -48,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="closed-loop clients instead of Poisson arrivals (KaaS throughput experiment)",
     )
     parser.add_argument("--affinity-penalty", type=float, default=DEFAULT_AFFINITY_PENALTY)
+    parser.add_argument(
+        "--device-profile",
+        choices=["cpu", "h200"],
+        default="cpu",
+        help="model table and copy costs: cpu (measured on the virtual devices) or h200 "
+        "(measured on an NVIDIA H200); see docs/gpu.md",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per policy")
 
 
@@ -55,7 +62,8 @@ def main(args: argparse.Namespace) -> int:
     from gpu.sim import SimConfig, simulate_closed, simulate_open
 
     for policy in args.policy:
-        cfg = SimConfig(
+        cfg = SimConfig.for_profile(
+            args.device_profile,
             policy=policy,
             gpus=args.gpus,
             gpu_memory_gb=args.gpu_memory_gb,

@@ -8,7 +8,8 @@ import pytest
 
 from gpu.config import GpuConfig, parse_device_spec
 from gpu.devices import Nvml, discover
-from gpu.sim import SimConfig, simulate_closed, simulate_open
+from gpu.model_table import H200_PINNED_BW, H200_TABLE
+from gpu.sim import SimBackend, SimConfig, simulate_closed, simulate_open, working_set
 from invoker.cli import main as cli_main
 
 
@@ -43,6 +44,19 @@ def test_simulate_gpu_cli_prints_one_json_object_per_policy(capsys) -> None:
     for key in ("requests", "mean_latency_s", "p99_latency_s", "miss_ratio", "false_miss_ratio",
                 "avg_duplicates", "utilization"):  # fmt: skip
         assert key in rows[0]
+
+
+def test_h200_profile_runs_on_its_measured_costs() -> None:
+    run = {"policy": "lalb", "gpus": 2, "working_set": 4, "duration_s": 120, "seed": 2}
+    h200 = SimConfig.for_profile("h200", miss_cost="host-tier", **run)
+    assert h200.table == H200_TABLE and h200.pcie_bw == H200_PINNED_BW
+    backend = SimBackend(working_set(h200), "host-tier", h200.pcie_bw)
+    vgg = backend.costs["vgg19"]
+    assert backend.copy_s(vgg) == vgg.upload_s > 0  # the measured copy, not size / bandwidth
+    cpu = simulate_open(SimConfig.for_profile("cpu", miss_cost="host-tier", **run))
+    fast = simulate_open(h200)
+    assert fast["requests"] == cpu["requests"] > 0
+    assert fast["mean_latency_s"] < 0.2 * cpu["mean_latency_s"]  # GPU inference, Gen5 copies
 
 
 def test_device_spec_and_config_validation() -> None:
