@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import struct
 from collections.abc import Callable
@@ -24,11 +25,14 @@ from invoker.protocol.logs import SENTINEL
 
 IDLE_TIMEOUT_S = 2.0
 READ_CHUNK = 256 * 1024
+TRIM_BYTES = 1 << 20  # give back the disk space of read log bytes once this much has piled up
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 _STREAMS = frozenset(("stdout", "stderr"))
 _SENTINEL_MARK = b'"' + SENTINEL.encode() + b"\\n"
 # How the zygote writes a sentinel line: recognised without a JSON parse.
 _SENTINEL_PREFIX = b'{"log":"' + SENTINEL.encode() + b'\\n","stream":"'
 _FAST_STREAMS = {b"stdout": "stdout", b"stderr": "stderr"}
+log = logging.getLogger(__name__)
 
 
 def overall_timeout_s(limit_bytes: int) -> float:
@@ -233,17 +237,34 @@ class LogWatcher:
             self._libc = None
 
 
+def _punch_hole(path: str, start: int, end: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if libc.fallocate(fd, mode, ctypes.c_int64(start), ctypes.c_int64(end - start)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
+
+
 class LogFile:
     """A container's log file, read activation by activation from a remembered offset.
 
     ``convert`` turns one raw line of another log format (newline excluded) into json-file
-    line(s), e.g. Podman's ``k8s-file``; by default the file already is json-file."""
+    line(s), e.g. Podman's ``k8s-file``; by default the file already is json-file.
+
+    With ``trim`` (a file this process owns) the bytes already read are punched out of the
+    file: offsets stay valid for the writer and the reader, but a warm container that lives
+    for days holds only its unread log on disk, not everything it ever printed."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         watcher: LogWatcher | None = None,
         convert: Callable[[bytes], bytes] | None = None,
+        trim: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self._watcher = watcher
@@ -255,6 +276,7 @@ class LogFile:
         self._buf = bytearray()  # json-file bytes read; ``_pos`` is where the unread part starts
         self._pos = 0
         self._carry = b""  # lines the last activation set aside for the next (LogParser.carry)
+        self._trimmed: int | None = 0 if trim else None  # file bytes given back so far
 
     def _json(self, data: bytes) -> bytes:
         if self._convert is None or not data:
@@ -273,10 +295,19 @@ class LogFile:
             self._wd = None
 
     def _compact(self) -> None:
-        """Drop consumed bytes once they are most of the buffer (amortised O(1) per byte)."""
+        """Drop consumed bytes once they are most of the buffer (amortised O(1) per byte),
+        and with ``trim`` the disk blocks of what was read."""
         if self._pos > 65536 and self._pos * 2 > len(self._buf):
             del self._buf[: self._pos]
             self._pos = 0
+        if self._trimmed is not None and self._read_pos - self._trimmed >= TRIM_BYTES:
+            end = self._read_pos - self._read_pos % 4096  # whole blocks only
+            try:
+                _punch_hole(self.path, self._trimmed, end)
+                self._trimmed = end
+            except OSError as e:  # a filesystem without hole punching: keep the log whole
+                log.warning("not trimming %s: %s", self.path, e)
+                self._trimmed = None
 
     def _read(self) -> bytes:
         if self._fd is None:

@@ -247,7 +247,7 @@ class ProcessContainer:
         self.exit_status: int | None = None  # set when the zygote reports the exit
         self._backend = backend
         self._client = RuntimeClient(HOST, port, backend.max_response_bytes)
-        self._log = LogFile(directory / LOG_FILE, backend.log_watcher)
+        self._log = LogFile(directory / LOG_FILE, backend.log_watcher, trim=True)
         self._cores: frozenset[int] | None = None
         self._paused = False
         self._destroyed = False

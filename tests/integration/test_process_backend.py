@@ -24,7 +24,8 @@ import pytest
 
 from containers.backend import ContainerGone, ContainerSpec, HttpResult
 from containers.http import RuntimeClient
-from containers.process import ProcessBackend, ProcessContainer, process_start_time
+from containers.logfile import TRIM_BYTES
+from containers.process import LOG_FILE, ProcessBackend, ProcessContainer, process_start_time
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
@@ -392,6 +393,17 @@ async def test_log_limit_skips_the_rest(make: Maker) -> None:
     await run(c, {"n": 1})
     lines, complete = await c.read_logs(2000, True)
     assert complete and [ln.text for ln in lines] == ["line 0\n"]
+
+
+async def test_a_chatty_warm_container_keeps_only_its_unread_log_on_disk(make: Maker) -> None:
+    c = await make("def main(a):\n    print('x' * 1000 * 1000)\n    return {}\n")
+    for _ in range(8):
+        assert (await run(c)).status == 200
+        _, complete = await c.read_logs(2 << 20, True)
+        assert complete
+    st = os.stat(c.dir / LOG_FILE)
+    assert st.st_size > 8_000_000  # everything was written ...
+    assert st.st_blocks * 512 < 3 * TRIM_BYTES  # ... and the part already read given back
 
 
 # -- isolation -------------------------------------------------------------------------------

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
-from containers.logfile import LogFile, LogParser, LogWatcher, overall_timeout_s, parse_line
+from containers.logfile import (
+    TRIM_BYTES,
+    LogFile,
+    LogParser,
+    LogWatcher,
+    overall_timeout_s,
+    parse_line,
+)
 from containers.runtimes.python_runtime import MAX_LOG_LINE, SENTINEL, LogStream, iso_time
 from invoker.protocol import logs
 
@@ -166,6 +174,26 @@ async def test_log_file_reads_activation_by_activation(tmp_path: Path, watched: 
         f.close()
         if watcher is not None:
             watcher.close()
+
+
+async def test_log_file_gives_back_the_disk_space_of_read_lines(tmp_path: Path) -> None:
+    """A warm container that prints a lot keeps only its unread log on disk."""
+    path = tmp_path / "log.json"
+    path.write_bytes(b"")
+    f = LogFile(path, trim=True)
+    chunk = line("x" * 1000 + "\n") * 1000  # about 1 MB per activation
+    try:
+        with path.open("ab") as w:
+            for i in range(20):
+                w.write(chunk + line(f"last {i}\n") + sentinels())
+                w.flush()
+                lines, complete = await f.read(10 << 20, True)
+                assert complete and len(lines) == 1001 and lines[-1].text == f"last {i}\n"
+        st = os.stat(path)
+        assert st.st_size > 20 * len(chunk)  # offsets unchanged: the writer just appends
+        assert st.st_blocks * 512 < 3 * TRIM_BYTES  # but the disk holds only the unread tail
+    finally:
+        f.close()
 
 
 async def test_log_file_times_out_without_sentinels(tmp_path: Path) -> None:
