@@ -3,7 +3,9 @@ controller-compatible front, embedded mode vs Kafka mode, measured in one run.
 
 Embedded: ``ow-invoker standalone`` (in-process bus, SQLite). Kafka: ``ow-invoker front`` and
 ``ow-invoker run`` as separate processes over the real Kafka broker and CouchDB-API server.
-Each client sends ``POST .../actions/noop?blocking=true&result=true`` back to back.
+Each client sends ``POST .../actions/noop?blocking=true&result=true`` back to back. The
+baseline for the Kafka mode is the bare broker: two produce → consume hops (activation out,
+result back), echoed by our own Kafka client code with nothing else in between.
 
     python benchmarks/bench_front.py [--sequential 300] [--clients 8] [--seconds 10]
 """
@@ -20,6 +22,7 @@ import aiohttp
 from common import kafka_and_couchdb, percentile
 
 from front.identities import basic_auth
+from invoker.bus.kafka import KafkaBus
 from tests.e2e.platforms import Platform, running_platform
 
 NOOP = "def main(args):\n    return {}\n"
@@ -62,6 +65,38 @@ async def measure(p: Platform, sequential: int, clients: int, seconds: float) ->
     return {"p50": percentile(lat, 50), "p99": percentile(lat, 99), "rate": rate}
 
 
+async def kafka_round_trip(bootstrap: str, n: int) -> float:
+    """p50 ms of a message sent to one topic, echoed to a second, consumed from there."""
+    bus = KafkaBus(bootstrap)
+    for topic in ("bench-out", "bench-back"):
+        await bus.ensure_topic(topic, {})
+    out, back = bus.producer(), bus.producer()
+    inbox, outbox = bus.consumer("bench-out", "bench-echo"), bus.consumer("bench-back", "bench")
+    parts = (out, back, inbox, outbox)
+    for part in parts:
+        await part.start()
+
+    async def echo() -> None:
+        while True:
+            for r in await inbox.poll(100, 1.0):
+                await back.send("bench-back", r.value)
+
+    task = asyncio.create_task(echo())
+    lat = []
+    try:
+        for i in range(n + 30):  # the first 30 wait for the groups to form and warm up
+            t0 = time.perf_counter()
+            await out.send("bench-out", b"%d" % i)
+            while not await outbox.poll(10, 1.0):
+                pass
+            lat.append((time.perf_counter() - t0) * 1000)
+    finally:
+        task.cancel()
+        for part in parts:
+            await part.stop()
+    return percentile(lat[30:], 50)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequential", type=int, default=300)
@@ -73,6 +108,7 @@ def main() -> None:
         for mode in ("embedded", "kafka"):
             with running_platform(mode, Path(tmp) / mode, kafka, couch) as p:
                 results[mode] = asyncio.run(measure(p, args.sequential, args.clients, args.seconds))
+        bare = asyncio.run(kafka_round_trip(kafka.bootstrap, args.sequential))
     print("== front: warm blocking invokes of a no-op python action (result=true)")
     for mode, r in results.items():
         print(
@@ -83,6 +119,10 @@ def main() -> None:
     print(
         f"kafka/embedded: latency p50 x{k['p50'] / e['p50']:.2f}, "
         f"throughput x{k['rate'] / e['rate']:.2f}"
+    )
+    print(
+        f"bare Kafka, two produce->consume hops: p50 {bare:.2f} ms; kafka mode / bare "
+        f"x{k['p50'] / bare:.2f} (the front and the invoker add {k['p50'] - bare:.2f} ms)"
     )
 
 
