@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpu.model_table import PROFILES
 from gpu.sim import SimConfig, simulate_open
 
 # The paper's reported reductions vs LB (Section V; workloads.md / gpu-pool.md).
@@ -84,7 +85,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--zipf", type=float, default=0.0)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--device-profile", choices=["cpu", "h200"], default="cpu")
+    ap.add_argument("--device-profile", choices=sorted(PROFILES), default="cpu")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     say = (lambda *a, **k: None) if args.json else print

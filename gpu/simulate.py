@@ -9,6 +9,7 @@ HELP = "simulate the GPU cache pool (LB, LALB, LALB+O3, CFS-Affinity, Exclusive)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpu.model_table import PROFILES
     from gpu.policies import DEFAULT_AFFINITY_PENALTY, DEFAULT_O3_LIMIT, POLICIES
 
     parser.add_argument(
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--affinity-penalty", type=float, default=DEFAULT_AFFINITY_PENALTY)
     parser.add_argument(
         "--device-profile",
-        choices=["cpu", "h200"],
+        choices=sorted(PROFILES),
         default="cpu",
         help="model table and copy costs: cpu (measured on the virtual devices) or h200 "
         "(measured on an NVIDIA H200); see docs/gpu.md",
