@@ -35,7 +35,10 @@ async def wait_for(predicate, timeout_s: float, interval_s: float = 0.2) -> None
 
 
 async def test_invoker_killed_with_calls_queued_and_running(kafka, couchdb, tmp_path):
-    config = make_config(tmp_path, action_cores=(0,))
+    # Two cores: the first call (5 s) holds the lowest offset unfinished on one, so nothing
+    # can be committed while the others finish on the other; the crash then leaves finished
+    # calls above the committed offset, which the restarted invoker must re-acknowledge.
+    config = make_config(tmp_path, action_cores=(0, 1))
     prefix = config.container_prefix
     first = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker1.log")
     second = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker2.log")
@@ -44,7 +47,9 @@ async def test_invoker_killed_with_calls_queued_and_running(kafka, couchdb, tmp_
             action, rev = await stub.create_action("sleepy", SLEEPY)
             first.start()
             aids = [
-                await stub.invoke(action, rev, blocking=False, content={"i": i, "s": 0.25})
+                await stub.invoke(
+                    action, rev, blocking=False, content={"i": i, "s": 5 if i == 0 else 0.25}
+                )
                 for i in range(30)
             ]
             # Let some finish, so the crash hits finished, running and queued calls.
