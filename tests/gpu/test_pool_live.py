@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from gpu.config import GpuConfig, parse_device_spec  # noqa: E402
 from gpu.devices import Nvml  # noqa: E402
 from gpu.hosttier import content_key  # noqa: E402
 from gpu.pool import GpuPool  # noqa: E402
+from tests.reliability.helpers import alive, wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,20 +275,9 @@ def test_workers_of_a_killed_host_exit() -> None:
         assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
         host.send_signal(signal.SIGKILL)
         host.wait(10)
-        deadline = time.monotonic() + 20
-        alive = pids
-        while alive and time.monotonic() < deadline:
-            time.sleep(0.1)
-            alive = [p for p in alive if _running(p)]
-        assert not alive, f"workers still running: {alive}"
+        assert wait_until(lambda: not any(map(alive, pids)), 20), (
+            f"workers still running: {[p for p in pids if alive(p)]}"
+        )
     finally:
         if host.poll() is None:
             host.kill()
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

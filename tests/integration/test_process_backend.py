@@ -26,6 +26,7 @@ from containers.backend import ContainerGone, ContainerSpec, HttpResult
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
 from containers.process import LOG_FILE, ProcessBackend, ProcessContainer, process_start_time
+from tests.reliability.helpers import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
@@ -555,14 +556,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def wait_until(cond: Callable[[], bool], timeout_s: float) -> bool:

@@ -15,6 +15,15 @@ from tests.e2e.platforms import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (exists and is not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def processes_with_marker(prefix: str) -> list[int]:
     """Live processes of the process backend carrying this container prefix."""
     needle = b"\0--marker\0" + prefix.encode() + b"\0"
@@ -24,10 +33,9 @@ def processes_with_marker(prefix: str) -> list[int]:
             continue
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in cmdline and state != "Z":
+        if needle in cmdline and alive(int(entry)):
             pids.append(int(entry))
     return pids
 
