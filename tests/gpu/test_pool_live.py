@@ -29,7 +29,7 @@ from gpu.config import GpuConfig, parse_device_spec  # noqa: E402
 from gpu.devices import Nvml  # noqa: E402
 from gpu.hosttier import content_key  # noqa: E402
 from gpu.pool import GpuPool  # noqa: E402
-from tests.reliability.helpers import alive, wait_until  # noqa: E402
+from tests.procs import alive, wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from containers.backend import ContainerGone, ContainerSpec, HttpResult
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
 from containers.process import LOG_FILE, ProcessBackend, ProcessContainer, process_start_time
-from tests.reliability.helpers import alive
+from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")

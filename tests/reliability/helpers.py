@@ -6,22 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from invoker.config import InvokerConfig
 from tests.e2e.platforms import free_port
+from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (exists and is not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def processes_with_marker(prefix: str) -> list[int]:
@@ -108,12 +99,3 @@ class InvokerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
-
-
-def wait_until(predicate, timeout_s: float, interval_s: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()

@@ -11,7 +11,8 @@ import pytest
 
 from front.identities import basic_auth
 from tests.integration.harness import PY_HELLO, controller, make_config, running_invoker
-from tests.reliability.helpers import InvokerProcess, processes_with_marker, wait_until
+from tests.procs import wait_until
+from tests.reliability.helpers import InvokerProcess, processes_with_marker
 
 pytestmark = pytest.mark.services
 
