@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from gpu import client, testmodels
 from gpu.config import GpuConfig
-from gpu.devices import Nvml
+from gpu.devices import budget_fraction
 from gpu.hosttier import content_key
 from gpu.pool import GpuPool
 from gpu.stats import percentile
@@ -64,10 +64,8 @@ def pool_config(args: argparse.Namespace, devices: int, memory_mb: float, policy
     """``devices`` virtual devices of ``memory_mb``, or with ``--gpu`` every GPU at that budget."""
     if not args.gpu:
         return GpuConfig(devices=f"virtual:{devices}", memory_mb=int(memory_mb), policy=policy)
-    nvml = Nvml()
-    total = nvml.describe(0)[1]
-    nvml.close()
-    return GpuConfig(devices="nvml", memory_fraction=memory_mb * 2**20 / total, policy=policy)
+    fraction = budget_fraction(int(memory_mb * 2**20))
+    return GpuConfig(devices="nvml", memory_fraction=fraction, policy=policy)
 
 
 async def hit_vs_miss(args: argparse.Namespace) -> None:

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from gpu import testmodels
 from gpu.config import GpuConfig
-from gpu.devices import Nvml, discover
+from gpu.devices import Nvml, budget_fraction, discover
 from gpu.hosttier import content_key
 from gpu.pool import GpuPool
 from gpu.worker import Worker
@@ -133,11 +133,8 @@ def rel_error(out: bytes, ref: torch.Tensor) -> float:
 
 async def live_pool(size_mb: int) -> None:
     _, pinned = ceilings()
-    nvml = Nvml()
-    total = nvml.describe(0)[1]
-    nvml.close()
     budget = (2 * size_mb + size_mb // 2) << 20  # room for two models, not three
-    cfg = GpuConfig(devices="nvml", memory_fraction=budget / total, policy="lalb")
+    cfg = GpuConfig(devices="nvml", memory_fraction=budget_fraction(budget), policy="lalb")
     t0 = time.perf_counter()
     async with GpuPool(cfg, registry=CollectorRegistry()) as pool:
         start_s = time.perf_counter() - t0

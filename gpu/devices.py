@@ -67,6 +67,18 @@ class Nvml:
             self.available = False
 
 
+def budget_fraction(budget_bytes: int) -> float:
+    """The ``memory_fraction`` that gives each GPU sized like GPU 0 a model budget of at least
+    ``budget_bytes``: how tests and benchmarks give a real GPU a virtual device's budget."""
+    nvml = Nvml()
+    if not nvml.available:
+        raise RuntimeError(f"no GPU to size: {nvml.reason}")
+    try:
+        return (budget_bytes + 1) / nvml.describe(0)[1]  # +1: never round below the budget
+    finally:
+        nvml.close()
+
+
 def virtual_devices(count: int, memory_mb: int) -> list[DeviceSpec]:
     return [
         DeviceSpec(i, f"virtual-{i}", "virtual", "cpu", memory_mb << 20, "virtual")

@@ -140,7 +140,7 @@ class Worker:
             off = entry["offset"]
             if off not in made:
                 dtype = getattr(torch, entry["dtype"])
-                end = off + entry["numel"] * _itemsize(torch, entry)
+                end = off + entry["numel"] * dtype.itemsize
                 made[off] = flat[off:end].view(dtype).view(entry["shape"])
             _assign(torch, skel, entry["name"], entry["param"], made[off])
         return skel.eval()
@@ -263,7 +263,7 @@ def _flatten(torch: Any, m: Any, path: str) -> tuple[list[dict[str, Any]], int]:
 
 
 def _itemsize(torch: Any, e: dict[str, Any]) -> int:
-    return torch.empty((), dtype=getattr(torch, e["dtype"])).element_size()
+    return getattr(torch, e["dtype"]).itemsize
 
 
 def _assign(torch: Any, root: Any, name: str, is_param: bool, t: Any) -> None:

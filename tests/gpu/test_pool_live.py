@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from gpu import testmodels  # noqa: E402
 from gpu.cache import ModelTooLarge  # noqa: E402
 from gpu.config import GpuConfig, parse_device_spec  # noqa: E402
-from gpu.devices import Nvml  # noqa: E402
+from gpu.devices import Nvml, budget_fraction  # noqa: E402
 from gpu.hosttier import content_key  # noqa: E402
 from gpu.pool import GpuPool  # noqa: E402
 from tests.procs import alive, wait_until  # noqa: E402
@@ -65,12 +65,11 @@ def on_real_gpus(cfg: dict) -> dict:
     _, wanted = parse_device_spec(cfg["devices"])
     nvml = Nvml()
     count = nvml.count()
-    total = nvml.describe(0)[1] if count else 0
     nvml.close()
     if count != wanted:
         pytest.skip(f"written for {wanted} devices; NVML finds {count} GPUs")
-    budget = (cfg.pop("memory_mb") << 20) + 1  # +1: the fraction must not round below it
-    return {**cfg, "devices": "nvml", "memory_fraction": budget / total}
+    fraction = budget_fraction(cfg.pop("memory_mb") << 20)
+    return {**cfg, "devices": "nvml", "memory_fraction": fraction}
 
 
 async def test_hits_skip_upload_and_lru_victims_are_right() -> None:
