@@ -9,7 +9,12 @@ waiting for replies), at an intensity that overloads the action cores. Idle medi
 measured first (one call at a time) for the stretch. Prints mean/median/p95/p99 response and
 mean stretch per policy with the ratios to FIFO and to the baseline, all from one run.
 
+``--mix io-cpu`` runs issue 14's mix instead: a 1 s sleeping action and a 200 ms CPU-bound
+action, each called at 2 calls/s (arrivals uniformly at random over ``--window``, default
+40 s), on the same one action core.
+
     python benchmarks/bench_policies_live.py [--intensity 120] [--window 20] [--scale 0.25]
+    python benchmarks/bench_policies_live.py --mix io-cpu --policy fc --policy openwhisk
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from common import kafka_and_couchdb
 
 from invoker.summary import Outcome, summarize
-from invoker.workloads import SEBS_MIX, uniform_workload
+from invoker.workloads import IO_CPU_MIX, SEBS_MIX, io_cpu_workload, uniform_workload
 from policies import POLICY_NAMES
 from tests.integration.harness import running_invoker
 
@@ -40,12 +45,21 @@ def main(args):
     return {"spins": x}
 """
 
+SLEEP = b"""
+import time
+def main(args):
+    time.sleep(float(args["d"]))
+    return {"slept": args["d"]}
+"""
+
 
 def action_name(fn: str) -> str:
     return "f" + fn.replace(".", "-")
 
 
-async def run_policy(policy: str, args, kafka, couch, trace, mix) -> tuple[dict, dict]:
+async def run_policy(
+    policy: str, args, kafka, couch, trace, mix, sleeping=frozenset()
+) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         async with running_invoker(
             kafka,
@@ -60,7 +74,7 @@ async def run_policy(policy: str, args, kafka, couch, trace, mix) -> tuple[dict,
             for fn in mix:
                 actions[fn] = await stub.create_action(
                     action_name(fn),
-                    BUSY,
+                    SLEEP if fn in sleeping else BUSY,
                     timeout_ms=600_000,
                     logs_mb=0,
                 )
@@ -100,7 +114,10 @@ def main() -> None:
         default=120.0,
         help="calls per core per minute (of the scaled mix)",
     )
-    parser.add_argument("--window", type=float, default=20.0, help="seconds of arrivals")
+    parser.add_argument("--mix", choices=["sebs", "io-cpu"], default="sebs")
+    parser.add_argument(
+        "--window", type=float, default=None, help="seconds of arrivals (20; io-cpu: 40)"
+    )
     parser.add_argument("--scale", type=float, default=0.25, help="service-time scale")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--core", type=int, default=1, help="the action core")
@@ -109,19 +126,30 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    mix = {fn: d * args.scale for fn, d in SEBS_MIX.items()}
-    # The intensity is per minute of unscaled work: scale it so the overload factor stays.
-    trace = uniform_workload(args.intensity / args.scale, 1, args.seed, args.window, mix)
-    work = sum(c.duration_s for c in trace)
+    sleeping: frozenset[str] = frozenset()
+    if args.mix == "io-cpu":
+        args.window = args.window or 40.0
+        mix = {fn: d for fn, (d, _) in IO_CPU_MIX.items()}
+        sleeping = frozenset(fn for fn, (_, cpu) in IO_CPU_MIX.items() if cpu == 0)
+        trace = io_cpu_workload(2.0, args.window, args.seed)
+        work = sum(c.cpu_s or 0.0 for c in trace)
+    else:
+        args.window = args.window or 20.0
+        mix = {fn: d * args.scale for fn, d in SEBS_MIX.items()}
+        # The intensity is per minute of unscaled work: scale it so the overload factor stays.
+        trace = uniform_workload(args.intensity / args.scale, 1, args.seed, args.window, mix)
+        work = sum(c.duration_s for c in trace)
     print(
-        f"{len(trace)} calls in {args.window:.0f} s on 1 action core: {work:.1f} s of work "
+        f"{len(trace)} calls in {args.window:.0f} s on 1 action core: {work:.1f} s of CPU work "
         f"({work / args.window:.2f}x the core)"
     )
     results = {}
     with kafka_and_couchdb() as (kafka, couch):
         for policy in args.policy or POLICY_NAMES:
             t0 = time.perf_counter()
-            results[policy], _ = asyncio.run(run_policy(policy, args, kafka, couch, trace, mix))
+            results[policy], _ = asyncio.run(
+                run_policy(policy, args, kafka, couch, trace, mix, sleeping)
+            )
             print(f"  {policy}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     base = results.get("fifo")
     stock = results.get("openwhisk")
@@ -142,6 +170,21 @@ def main() -> None:
     worst = {
         p: max(v["mean_response_s"] for v in r["per_function"].values()) for p, r in results.items()
     }
+    print("mean response per function (s), and ratio to openwhisk:")
+    for policy, r in results.items():
+        per = r["per_function"]
+        print(
+            f"  {policy:<10} "
+            + ", ".join(
+                f"{fn} {v['mean_response_s']:.2f}"
+                + (
+                    f" ({v['mean_response_s'] / stock['per_function'][fn]['mean_response_s']:.2f})"
+                    if stock
+                    else ""
+                )
+                for fn, v in per.items()
+            )
+        )
     print(
         "worst per-function mean response (no function starved): "
         + ", ".join(f"{p} {w:.1f} s" for p, w in worst.items())

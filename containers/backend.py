@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from containers.cpu import CpuTimes
 
 
 class ContainerError(Exception):
@@ -86,6 +89,12 @@ class Container(Protocol):
 
     async def assign_cores(self, cores: frozenset[int]) -> None:
         """Restrict the container to these CPU cores for the coming call."""
+        ...
+
+    async def cpu_times(self) -> CpuTimes | None:
+        """CPU time the container has used so far, and how long it waited for a CPU (see
+        :mod:`containers.cpu`), or None if it cannot be read; the runner measures a call's
+        as the difference around ``/run``."""
         ...
 
     async def read_logs(

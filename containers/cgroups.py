@@ -104,7 +104,8 @@ def probe(name_prefix: str) -> CgroupSupport:
         mounts = parse_mountinfo(Path(PROC_MOUNTINFO).read_text())
     except OSError as e:
         return CgroupSupport(0, reason=f"cannot read cgroup information: {e}")
-    test_name = f"{name_prefix}_probe_{os.getpid()}"
+    # Unique even across pid namespaces: a probe cgroup left by a killed run never collides.
+    test_name = f"{name_prefix}_probe_{os.getpid()}_{os.urandom(3).hex()}"
     reasons: list[str] = []
     if "memory" in mounts and "memory" in own:
         parent = _own_dir(*mounts["memory"], own["memory"])

@@ -40,6 +40,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from containers.backend import (
@@ -50,11 +51,13 @@ from containers.backend import (
     ImagePullError,
     LogLine,
 )
+from containers.cpu import CpuTimes, cgroup_cpu_file, read_cgroup_cpu, read_cgroup_pressure
 from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from containers.manifest import BLACKBOX, Manifest
+from invoker.supervisor import child, spawn
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +123,7 @@ class DockerContainer:
         self._cores: frozenset[int] | None = None
         self._destroyed = False
         self._oom: bool | None = None
+        self._cpu_file: Path | bool | None = False  # False: not looked for yet
 
     @property
     def address(self) -> tuple[str, int]:
@@ -142,8 +146,8 @@ class DockerContainer:
         """POST /init; gives up early (ContainerGone) if the container exits while /init
         is still retrying its connection."""
         self._check()
-        answer = asyncio.ensure_future(self._client.post_init(body, timeout_s))
-        watch = asyncio.ensure_future(self._watch_exit())
+        answer = child(self._client.post_init(body, timeout_s))
+        watch = child(self._watch_exit())
         try:
             await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -189,6 +193,26 @@ class DockerContainer:
         except EngineError as e:
             raise self._error(e) from e
         self._cores = cores
+
+    async def cpu_times(self) -> CpuTimes | None:
+        """The container cgroup's CPU accounting, read from the cgroup filesystem when this
+        host shows it (found once, from the container's pid), else one stats request (which
+        tells no CPU wait)."""
+        if self._destroyed:
+            return None
+        try:
+            if self._cpu_file is False:
+                pid = ((await self._engine.inspect(self.id)).get("State") or {}).get("Pid")
+                self._cpu_file = cgroup_cpu_file(int(pid)) if pid else None
+            if isinstance(self._cpu_file, Path):
+                used = read_cgroup_cpu(self._cpu_file)
+                if used is not None:
+                    waited = read_cgroup_pressure(self._cpu_file.parent / "cpu.pressure")
+                    return CpuTimes(used, waited or 0.0)
+            stats = await self._engine.stats(self.id)
+            return CpuTimes(int(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9)
+        except (EngineError, KeyError, TypeError, ValueError):
+            return None
 
     async def read_logs(
         self, limit_bytes: int, wait_for_sentinels: bool
@@ -521,7 +545,7 @@ class DockerBackend:
             with contextlib.suppress(EngineError):
                 await self.engine.remove(cid)
 
-        task = asyncio.get_running_loop().create_task(remove())
+        task = spawn(remove(), name="discard-container")
         self._discards.add(task)
         task.add_done_callback(self._discards.discard)
 

@@ -166,6 +166,13 @@ class Engine:
     async def inspect(self, cid: str) -> dict[str, Any]:
         return await self._call("inspect", self._json(f"containers/{cid}/json"), INSPECT_TIMEOUT_S)
 
+    async def stats(self, cid: str) -> dict[str, Any]:
+        """One sample of the container's resource usage (CPU time in ``cpu_stats``)."""
+        params = {"stream": "false", "one-shot": "true"}
+        return await self._call(
+            "stats", self._json(f"containers/{cid}/stats", params=params), INSPECT_TIMEOUT_S
+        )
+
     async def pause(self, cid: str) -> None:
         await self._call("pause", self._json(f"containers/{cid}/pause", "POST"), PAUSE_TIMEOUT_S)
 

@@ -14,11 +14,14 @@ def make_backend(
     name_prefix: str,
     docker_host: str | None = None,
     docker_binds: tuple[str, ...] = (),
+    action_user: str | None = None,
 ) -> ContainerBackend:
     if kind == "process":
         from containers.process import ProcessBackend
 
-        return ProcessBackend(state_dir=Path(state_dir) / "containers", name_prefix=name_prefix)
+        return ProcessBackend(
+            state_dir=Path(state_dir) / "containers", name_prefix=name_prefix, user=action_user
+        )
     if kind == "docker":
         from containers.docker import DockerBackend
 

@@ -10,13 +10,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from containers.backend import Container, ContainerBackend, ContainerError, ContainerSpec
+from containers.backend import (
+    Container,
+    ContainerBackend,
+    ContainerError,
+    ContainerSpec,
+    ImagePullError,
+)
 from containers.placement import How, SlotState, SlotView, WarmKey, place, used_memory
 from invoker.clock import Clock
+from invoker.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +84,10 @@ class ContainerPool:
         pause_grace_s: float = 10.0,
         idle_timeout_s: float = 600.0,
         on_change: Callable[[], None] = lambda: None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.backend = backend
+        self.supervisor = supervisor or Supervisor(clock)
         self.user_memory_mb = user_memory_mb
         self.clock = clock
         self.name_prefix = name_prefix
@@ -91,8 +101,13 @@ class ContainerPool:
         self.slots: dict[int, Slot] = {}
         self._ids = itertools.count(1)
         self._names = itertools.count(1)
+        # Container names carry a per-run generation: a previous run's leftovers (still being
+        # removed after a kill -9) never hold a name this run wants.
+        self.generation = os.urandom(3).hex()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._janitor: asyncio.Task[None] | None = None
+        # Why the last container creation failed (None after a success): the node's health.
+        self.create_problem: str | None = None
+        self._probe_spec: ContainerSpec | None = None
         self.cold_starts = 0
         self.warm_starts = 0
         self.prewarm_starts = 0
@@ -107,12 +122,10 @@ class ContainerPool:
         for cell in self.stem_cells:
             for _ in range(cell.count):
                 self._start_prewarm(cell)
-        self._janitor = asyncio.create_task(self._janitor_loop(), name="pool-janitor")
+        self.supervisor.start("pool-janitor", self._janitor_loop)
 
     async def close(self) -> None:
-        if self._janitor is not None:
-            self._janitor.cancel()
-            await asyncio.gather(self._janitor, return_exceptions=True)
+        await self.supervisor.stop("pool-janitor")
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -203,7 +216,7 @@ class ContainerPool:
     # -- internals --
 
     def _name(self, suffix: str) -> str:
-        return f"{self.name_prefix}_{next(self._names)}_{suffix}"
+        return f"{self.name_prefix}_{self.generation}_{next(self._names)}_{suffix}"
 
     async def _create(self, slot: Slot, name: str) -> Container:
         spec = ContainerSpec(
@@ -215,11 +228,40 @@ class ContainerPool:
             env=self.container_env,
         )
         try:
-            return await self.backend.create(spec)
-        except BaseException:
+            container = await self.backend.create(spec)
+        except BaseException as e:
             self.slots.pop(slot.id, None)
             self.on_change()
+            if isinstance(e, ContainerError) and not isinstance(e, ImagePullError):
+                self.create_problem = f"cannot create containers: {e}"
+                self._probe_spec = spec
             raise
+        self.create_problem = None
+        return container
+
+    async def probe(self) -> None:
+        """Try to create (and remove) a container like the one that last failed, to learn
+        whether containers can be created again; clears :attr:`create_problem` if so.
+        Only called while creating fails, when little else runs: it takes no memory slot."""
+        spec = self._probe_spec
+        if spec is None:
+            return
+        probe = ContainerSpec(
+            name=self._name("probe"),
+            kind=spec.kind,
+            memory_mb=spec.memory_mb,
+            image=spec.image,
+            cpu_shares=spec.cpu_shares,
+            env=spec.env,
+        )
+        try:
+            container = await self.backend.create(probe)
+        except ContainerError as e:
+            log.debug("container probe failed: %s", e)  # create_problem still says why
+            return
+        await container.destroy()
+        self.create_problem = None
+        self.on_change()
 
     def _start_prewarm(self, cell: StemCell) -> None:
         # Prewarmed containers are never evicted (stock rule), so they may hold at most half
@@ -267,7 +309,7 @@ class ContainerPool:
         self.on_change()
 
     def _spawn(self, coro) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro)
+        task = self.supervisor.spawn(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -2,7 +2,8 @@
 
 One *zygote* (``runtimes/python_runtime.py zygote``) per backend forks every container:
 ``python:*`` containers are forks of the pre-warmed interpreter (cold start of a few ms),
-``nodejs:*`` containers are the same prepared child exec'ing ``node node_runtime.js``.
+``nodejs:*`` containers are the same prepared child exec'ing ``node -`` with
+``node_runtime.js`` on its stdin.
 Each container has
 
 - a directory ``<state_dir>/<name>/`` holding ``work/`` (cwd and HOME), ``tmp/`` (TMPDIR, and
@@ -22,6 +23,16 @@ container; containers get SIGKILL if the zygote dies.
 Caveat: by default actions run as the invoker's user; as root they could still signal the
 invoker or read its ``/proc/<pid>/environ``. ``user=`` runs them as another user (e.g.
 ``nobody``), which closes that, provided the interpreters and their libraries are readable by it.
+The project's own files need not be: the python runtime is already loaded in the zygote, the
+node runtime comes on stdin (opened before the switch of user), the log and the listening socket
+are file descriptors, and the working directory is entered before the switch. Only absolute
+paths into the state dir (``HOME``, ``TMPDIR``, an unpacked zip action's modules) need the state
+dir to be traversable by that user: :meth:`ProcessBackend.start` warns when it is not.
+
+Restarts: container names carry the pool's per-run generation and spare cgroups the zygote's
+run tag, so a new run never needs a name a killed run still holds; :meth:`remove_leftovers`
+kills everything left at once and removes in the background the cgroups whose processes are
+still exiting.
 """
 
 from __future__ import annotations
@@ -34,15 +45,17 @@ import pwd
 import re
 import shutil
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
-from containers import cgroups
+from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from invoker.protocol import json
+from invoker.supervisor import spawn
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +68,8 @@ MARKER_VAR = "OW_PROCESS_BACKEND"
 META_FILE = "container.json"
 LOG_FILE = "log.json"
 HOST = "127.0.0.1"
+LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes to exit
+BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
 
 
 def _safe_name(name: str) -> str:
@@ -95,6 +110,22 @@ def _resolve_user(user: str | int | None) -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
+def _unreachable(directory: Path, uid: int, gid: int) -> Path | None:
+    """The first of ``directory`` and its parents that ``uid``/``gid`` (no supplementary
+    groups, as actions run) may not traverse, or None."""
+    for d in (*reversed(directory.parents), directory):
+        try:
+            st = d.stat()
+        except OSError:
+            return d
+        bit = (
+            stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+        )
+        if uid != 0 and not st.st_mode & bit:
+            return d
+    return None
+
+
 def _kill_group(pid: int) -> None:
     if pid <= 1:
         return
@@ -126,8 +157,9 @@ def _threads_of(pid: int) -> list[int]:
 class _Zygote:
     """The zygote process and its JSON-lines control channel."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, tag: str) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
+        self.tag = tag  # unique per zygote: its spares' cgroups are <prefix>_spare_<tag>_<n>
         self.proc: asyncio.subprocess.Process | None = None
         self.pid = 0
         self._seq = 0
@@ -153,7 +185,7 @@ class _Zygote:
             start_new_session=True,  # terminal signals are not for it: it follows our lifetime
         )
         self.pid = self.proc.pid
-        self._reader = asyncio.create_task(self._read(), name="zygote-reader")
+        self._reader = spawn(self._read(), name="zygote-reader")
         try:
             async with asyncio.timeout(timeout_s):
                 await self._ready
@@ -286,6 +318,21 @@ class ProcessContainer:
                 raise ContainerError(f"cannot pin {self.name} to cores {sorted(cores)}: {e}") from e
         self._cores = cores
 
+    async def cpu_times(self) -> cpu.CpuTimes | None:
+        """The container cgroup's CPU accounting (v2), else its processes' (10 ms ticks)."""
+        if self._destroyed:
+            return None
+        pids = (self.cgroup.pids() if self.cgroup is not None else []) or cpu.process_tree(self.pid)
+        if self.cgroup is not None and self.cgroup.version == 2:
+            used = cpu.read_cgroup_cpu(self.cgroup.memory / "cpu.stat")
+            if used is not None:
+                waited = cpu.read_cgroup_pressure(self.cgroup.memory / "cpu.pressure")
+                if waited is None:
+                    waited = cpu.threads_waited_seconds(pids)
+                return cpu.CpuTimes(used, waited)
+        used = cpu.processes_cpu_seconds(pids)
+        return None if used is None else cpu.CpuTimes(used, cpu.threads_waited_seconds(pids))
+
     async def read_logs(
         self, limit_bytes: int, wait_for_sentinels: bool
     ) -> tuple[list[LogLine], bool]:
@@ -336,7 +383,9 @@ class ProcessContainer:
             self._backend._forget(self)
 
 
-async def _remove_cgroup(cg: cgroups.ContainerCgroup, timeout_s: float = 5.0) -> bool:
+async def _remove_cgroup(
+    cg: cgroups.ContainerCgroup, timeout_s: float = 5.0, warn: bool = True
+) -> bool:
     """Kill what is left in the cgroup and remove it, waiting for the processes to exit."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -346,7 +395,8 @@ async def _remove_cgroup(cg: cgroups.ContainerCgroup, timeout_s: float = 5.0) ->
         if cg.remove():
             return True
         if loop.time() >= deadline:
-            log.warning("cgroup %s still busy; left behind", cg.memory)
+            if warn:
+                log.warning("cgroup %s still busy; left behind", cg.memory)
             return False
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.05)
@@ -395,6 +445,8 @@ class ProcessBackend:
         self.nofile = nofile
         self.spares = spares
         self.user = _resolve_user(user)
+        if self.user is not None and os.geteuid() not in (0, self.user[0]):
+            raise ValueError(f"running actions as user {user!r} needs the invoker to run as root")
         self.spawn_timeout_s = spawn_timeout_s
         self.cgroup_support = cgroups.CgroupSupport(0, reason="not probed yet")
         self._probed = False
@@ -405,6 +457,8 @@ class ProcessBackend:
         self._early_exits: dict[int, int] = {}
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._busy: dict[Path, cgroups.ContainerCgroup] = {}  # leftovers still exiting
+        self._reaper: asyncio.Task[None] | None = None
 
     # -- ContainerBackend --------------------------------------------------------------------
 
@@ -431,6 +485,13 @@ class ProcessBackend:
                 "project outside /tmp)"
             )
             self.private_tmp = False
+        if self.user is not None and (blocked := _unreachable(self.state_dir, *self.user)):
+            log.warning(
+                "the action user (uid %d) cannot traverse %s: actions run (their working "
+                "directory is entered before the switch), but absolute paths under %s (HOME, "
+                "TMPDIR, unpacked zip actions) are out of their reach",
+                self.user[0], blocked, self.state_dir,
+            )  # fmt: skip
         await self._ensure_zygote()
 
     async def create(self, spec: ContainerSpec) -> ProcessContainer:
@@ -479,7 +540,11 @@ class ProcessBackend:
 
     async def remove_leftovers(self) -> int:
         """Destroy this backend's containers, then whatever a previous run left behind:
-        processes (verified by start time and command-line marker), cgroups, directories."""
+        processes (verified by start time and command-line marker), directories, cgroups.
+
+        Everything is killed at once; a cgroup whose processes are still exiting after
+        ``LEFTOVER_GRACE_S`` is removed in the background instead of holding up start-up
+        (this run's container names never collide with a previous run's)."""
         if self.use_cgroups and not self._probed:
             self.cgroup_support = await asyncio.to_thread(cgroups.probe, self.name_prefix)
             self._probed = True
@@ -487,7 +552,9 @@ class ProcessBackend:
         for c in list(self._containers.values()):
             await c.destroy()
             removed.add(c.dir.name)
-        own_zygote = self._zygote.pid if self._zygote is not None else 0
+        zygote = self._zygote
+        own_zygote = zygote.pid if zygote is not None else 0
+        found: dict[Path, cgroups.ContainerCgroup] = {}
         if self.state_dir.is_dir():
             for f in self.state_dir.glob(f"{self.name_prefix}.zygote.*.json"):
                 meta = self._read_json(f)
@@ -498,22 +565,65 @@ class ProcessBackend:
                     f.unlink(missing_ok=True)
             for d in list(self.state_dir.iterdir()):
                 if d.is_dir() and d.name.startswith(self.name_prefix + "_"):
-                    await self._remove_leftover_dir(d)
+                    if (cg := self._kill_leftover(d)) is not None:
+                        found[cg.memory] = cg
+                    await asyncio.to_thread(shutil.rmtree, d, ignore_errors=True)
                     removed.add(d.name)
-        live_spares = f"{self.name_prefix}_spare_{own_zygote}_"
+        live_spares = f"{self.name_prefix}_spare_{zygote.tag}_" if zygote is not None else None
         for cg in cgroups.find_leftovers(self.cgroup_support, self.name_prefix):
-            if own_zygote and cg.memory.name.startswith(live_spares):
+            if live_spares and cg.memory.name.startswith(live_spares):
                 continue  # the running zygote's own spares
-            await _remove_cgroup(cg, 2.0)
+            found.setdefault(cg.memory, cg)
             removed.add(cg.memory.name)
+        await self._remove_cgroups(list(found.values()))
         spares = (f"{self.name_prefix}_spare_", f"{self.name_prefix}_probe_")
         return sum(1 for name in removed if not name.startswith(spares))
+
+    async def _remove_cgroups(self, found: list[cgroups.ContainerCgroup]) -> None:
+        """Kill and remove leftover cgroups, all at once; those still busy after a short grace
+        go to the background reaper (while the backend runs) or are left behind (closed)."""
+        if not found:
+            return
+        grace = 2.0 if self._closed else LEFTOVER_GRACE_S
+        done = await asyncio.gather(*(_remove_cgroup(cg, grace, warn=False) for cg in found))
+        busy = [cg for cg, ok in zip(found, done, strict=True) if not ok]
+        if not busy:
+            return
+        names = ", ".join(cg.memory.name for cg in busy)
+        if self._closed:
+            log.warning("leftover cgroups still busy, left behind: %s", names)
+            return
+        log.info("leftover cgroups still busy (processes exiting), removed later: %s", names)
+        self._busy.update((cg.memory, cg) for cg in busy)
+        if self._reaper is None or self._reaper.done():
+            self._reaper = spawn(self._reap_busy(), name="process-cgroup-reaper")
+
+    async def _reap_busy(self) -> None:
+        """Retry the busy leftover cgroups (killing what is in them) with backoff until they go."""
+        delay, waited, warned = 0.05, 0.0, False
+        while self._busy:
+            await asyncio.sleep(delay)
+            waited += delay
+            for key, cg in list(self._busy.items()):
+                cg.kill_all()
+                if cg.remove():
+                    del self._busy[key]
+            if self._busy and waited >= BUSY_WARN_S and not warned:
+                warned = True
+                log.warning(
+                    "leftover cgroups still busy after %.0f s (processes that cannot exit?): %s",
+                    waited, ", ".join(str(p) for p in self._busy),
+                )  # fmt: skip
+            delay = min(delay * 2, 2.0)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         await asyncio.gather(*(c.destroy() for c in list(self._containers.values())))
+        if self._reaper is not None:  # what is still busy is the next run's leftover
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
         if self._zygote is not None:
             zygote, self._zygote = self._zygote, None
             await zygote.stop()
@@ -536,17 +646,17 @@ class ProcessBackend:
                 return self._zygote
             if self._closed:
                 raise ContainerError("the process backend is closed")
-            if (
-                self._zygote is not None
-            ):  # it died: its unassigned spares' cgroups are ours to remove
-                await self._remove_spares_of(self._zygote.pid)
+            if self._zygote is not None:  # it died: its unassigned spares' cgroups are ours
+                await self._remove_spares_of(self._zygote)
             self.state_dir.mkdir(parents=True, exist_ok=True)
+            tag = os.urandom(4).hex()
             argv = [
                 self.python, "-I", "-B", str(PYTHON_RUNTIME), "zygote",
                 "--parent-pid", str(os.getpid()),
                 "--project-root", str(PROJECT_ROOT),
                 "--marker", self.name_prefix,
                 "--spares", str(self.spares),
+                "--run", tag,
             ]  # fmt: skip
             cg = self.cgroup_support
             if cg.usable and cg.memory_parent is not None:
@@ -559,7 +669,7 @@ class ProcessBackend:
                 if cg.cpu_parent is not None:
                     argv += ["--cgroup-cpu", str(cg.cpu_parent)]
             env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", MARKER_VAR: self.name_prefix}
-            zygote = _Zygote(argv, env, str(self.state_dir))
+            zygote = _Zygote(argv, env, str(self.state_dir), tag)
             zygote.on_exit = self._on_exit
             zygote.on_gone = self._on_zygote_gone
             try:
@@ -573,12 +683,11 @@ class ProcessBackend:
             self._zygote = zygote
             return zygote
 
-    async def _remove_spares_of(self, zygote_pid: int) -> None:
-        (self.state_dir / f"{self.name_prefix}.zygote.{zygote_pid}.json").unlink(missing_ok=True)
-        spares = f"{self.name_prefix}_spare_{zygote_pid}_"
-        for cg in cgroups.find_leftovers(self.cgroup_support, self.name_prefix):
-            if cg.memory.name.startswith(spares):
-                await _remove_cgroup(cg, 2.0)
+    async def _remove_spares_of(self, zygote: _Zygote) -> None:
+        (self.state_dir / f"{self.name_prefix}.zygote.{zygote.pid}.json").unlink(missing_ok=True)
+        spares = f"{self.name_prefix}_spare_{zygote.tag}_"
+        found = cgroups.find_leftovers(self.cgroup_support, self.name_prefix)
+        await self._remove_cgroups([cg for cg in found if cg.memory.name.startswith(spares)])
 
     def _spawn_request(self, spec: ContainerSpec, dirname: str, cdir: Path) -> dict[str, Any]:
         work, tmp = str(cdir / "work"), str(cdir / "tmp")
@@ -616,7 +725,10 @@ class ProcessBackend:
             heap = (
                 [] if cg is not None else [f"--max-old-space-size={max(spec.memory_mb - 32, 16)}"]
             )
-            req["exec"] = [self.node, *heap, str(NODE_RUNTIME), "--listen-fd", "3", *marker]
+            # The script comes on stdin, opened by the zygote before any change of user: an
+            # action user needs no access to the project's directory (its name stays in ps).
+            req["exec"] = [self.node, *heap, "-", NODE_RUNTIME.name, "--listen-fd", "3", *marker]
+            req["stdin"] = str(NODE_RUNTIME)
         elif not self.zygote_fork:
             req["exec"] = [
                 self.python, "-I", "-B", str(PYTHON_RUNTIME), "serve", "--listen-fd", "3",
@@ -652,14 +764,21 @@ class ProcessBackend:
             return {}
         return data if isinstance(data, dict) else {}
 
-    async def _remove_leftover_dir(self, d: Path) -> None:
+    def _kill_leftover(self, d: Path) -> cgroups.ContainerCgroup | None:
+        """Kill a leftover container's process (if it is still ours); its cgroup, if any."""
         meta = self._read_json(d / META_FILE)
         pid = int(meta.get("pid") or 0)
         if pid and _is_ours(pid, meta.get("start_time"), self.name_prefix):
             _kill_group(pid)
-        if isinstance(cg := meta.get("cgroup"), dict):
-            with contextlib.suppress(Exception):
-                await _remove_cgroup(cgroups.ContainerCgroup.from_json(cg), 2.0)
+        try:
+            cg = meta.get("cgroup")
+            return cgroups.ContainerCgroup.from_json(cg) if isinstance(cg, dict) else None
+        except (KeyError, ValueError):
+            return None
+
+    async def _remove_leftover_dir(self, d: Path) -> None:
+        if (cg := self._kill_leftover(d)) is not None:
+            await self._remove_cgroups([cg])
         await asyncio.to_thread(shutil.rmtree, d, ignore_errors=True)
 
     def _on_exit(self, pid: int, status: int) -> None:

@@ -1,10 +1,17 @@
 """A simulated container backend for the discrete-event simulator.
 
 Only this leaf is swapped: the pool, the scheduler and the invoker run unchanged on a
-virtual-time event loop. A call's one-core service time travels in its parameters
-(``SIM_DURATION``); the simulated CPU runs it by processor sharing: calls pinned to a
-core of their own run at full speed, calls that share the action cores (the ``openwhisk``
-baseline) each get ``min(1, cores / running)`` of a core.
+virtual-time event loop. A call's one-core processing time travels in its parameters
+(``SIM_DURATION``), with the CPU time it needs (``SIM_CPU``; all of it by default: a
+CPU-bound call); the rest of its time it waits (I/O), interleaved evenly with its CPU work.
+
+The simulated CPU shares each group of cores (one core for pinned calls, all the action
+cores under the ``openwhisk`` baseline) by processor sharing of the CPU parts: while the
+calls' CPU demand fits in the group, every call runs at full speed; beyond it, every CPU
+part is stretched by the same factor ``a`` so that the demand equals the group's cores,
+``sum(c / (w + c * a)) = cores``, and waiting parts are not slowed. Pure CPU-bound calls
+therefore get ``min(1, cores / running)`` of a core each, and a call that mostly waits
+loses almost nothing beside one that computes; a misjudged share has a cost.
 """
 
 from __future__ import annotations
@@ -14,16 +21,37 @@ import itertools
 from dataclasses import dataclass
 
 from containers.backend import ContainerSpec, HttpResult, LogLine
+from containers.cpu import CpuTimes
 from invoker.protocol.json import loads
 
 SIM_DURATION = "__sim_duration_s"
+SIM_CPU = "__sim_cpu_s"
 
 
 @dataclass(slots=True)
 class _Job:
-    remaining: float
+    remaining: float  # fraction of the call still to do (1 -> 0)
+    cpu: float  # CPU seconds the whole call needs
+    wait: float  # seconds the whole call waits (not on the CPU)
     group: frozenset[int]
     done: asyncio.Future[None]
+
+
+def stretch(jobs: list[_Job], cores: int) -> float:
+    """The CPU stretch factor ``a >= 1`` of one group: ``sum(c / (w + c a)) = cores``."""
+    demand = sum(j.cpu / (j.wait + j.cpu) for j in jobs if j.cpu > 0)
+    if demand <= cores:
+        return 1.0
+    if all(j.wait == 0 for j in jobs if j.cpu > 0):
+        return demand / cores  # pure CPU-bound calls: exact processor sharing
+    lo, hi = 1.0, sum(1 for j in jobs if j.cpu > 0) / cores  # each term is below 1 / a
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if sum(j.cpu / (j.wait + j.cpu * mid) for j in jobs if j.cpu > 0) > cores:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 class SimulatedCpu:
@@ -37,11 +65,13 @@ class SimulatedCpu:
         self.busy_core_seconds = 0.0
 
     def _rates(self) -> dict[int, float]:
-        per_group: dict[frozenset[int], int] = {}
+        """Fraction of its work each call does per second."""
+        groups: dict[frozenset[int], list[_Job]] = {}
         for job in self._jobs.values():
-            per_group[job.group] = per_group.get(job.group, 0) + 1
+            groups.setdefault(job.group, []).append(job)
+        factor = {g: stretch(jobs, len(g)) for g, jobs in groups.items()}
         return {
-            jid: min(1.0, len(job.group) / per_group[job.group]) for jid, job in self._jobs.items()
+            jid: 1.0 / (job.wait + job.cpu * factor[job.group]) for jid, job in self._jobs.items()
         }
 
     def _advance(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -50,8 +80,9 @@ class SimulatedCpu:
         if elapsed <= 0:
             return
         for jid, rate in self._rates().items():
-            self._jobs[jid].remaining -= elapsed * rate
-            self.busy_core_seconds += elapsed * rate
+            job = self._jobs[jid]
+            job.remaining -= elapsed * rate
+            self.busy_core_seconds += elapsed * rate * job.cpu
 
     def _reschedule(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._timer is not None:
@@ -70,12 +101,18 @@ class SimulatedCpu:
         self._advance(loop)
         self._reschedule(loop)
 
-    async def run(self, work_s: float, cores: frozenset[int]) -> None:
+    async def run(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> None:
+        """A call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU (all by
+        default)."""
+        work_s = max(0.0, work_s)
+        cpu = work_s if cpu_s is None else min(max(0.0, cpu_s), work_s)
+        if work_s == 0:
+            return
         loop = asyncio.get_running_loop()
         self._advance(loop)
         done = loop.create_future()
         jid = next(self._ids)
-        self._jobs[jid] = _Job(max(0.0, work_s), cores, done)
+        self._jobs[jid] = _Job(1.0, cpu, work_s - cpu, cores, done)
         self._reschedule(loop)
         try:
             await done
@@ -91,6 +128,7 @@ class SimulatedContainer:
         self.name = spec.name
         self._backend = backend
         self._cores: frozenset[int] = frozenset({0})
+        self._cpu = CpuTimes(0.0)
 
     async def init(self, body: bytes, timeout_s: float) -> HttpResult:
         if self._backend.init_s:
@@ -99,13 +137,24 @@ class SimulatedContainer:
 
     async def run(self, body: bytes, timeout_s: float) -> HttpResult:
         value = loads(body).get("value") or {}
-        work = float(value.get(SIM_DURATION, 0.0)) if isinstance(value, dict) else 0.0
+        if not isinstance(value, dict):
+            value = {}
+        work = float(value.get(SIM_DURATION, 0.0))
+        cpu = min(work, float(value.get(SIM_CPU, work)))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         async with asyncio.timeout(timeout_s):
-            await self._backend.cpu.run(work, self._cores)
+            await self._backend.cpu.run(work, self._cores, cpu)
+        # Time beyond the call's own is time its CPU part waited for the shared core.
+        waited = max(0.0, loop.time() - started - work)
+        self._cpu = CpuTimes(self._cpu.used + max(0.0, cpu), self._cpu.waited + waited)
         return HttpResult(200, b'{"ok":true}', work)
 
     async def assign_cores(self, cores: frozenset[int]) -> None:
         self._cores = cores
+
+    async def cpu_times(self) -> CpuTimes | None:
+        return self._cpu
 
     async def read_logs(
         self, limit_bytes: int, wait_for_sentinels: bool

@@ -91,6 +91,7 @@ class Api:
                 web.get("/", self.root),
                 web.get("/api/v1", self.info),
                 web.get("/ping", self.ping),
+                web.get("/metrics", self.metrics),
                 web.get("/api/v1/namespaces", self.namespaces),
                 web.get(f"{ns}/actions", self.list_actions),
                 web.get(f"{ns}/actions/{{name:.+}}", self.get_action),
@@ -196,6 +197,13 @@ class Api:
 
     async def ping(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "invokers": self.controller.balancer.states()})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text, open like ``/ping``: what the front's consumers skipped."""
+        return web.Response(
+            body=self.controller.metrics.render(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
 
     async def namespaces(self, request: web.Request) -> web.Response:
         return web.json_response([self._auth(request).namespace])

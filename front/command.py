@@ -24,7 +24,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
     from front.server import front_options, start_front
     from invoker.bus.kafka import KafkaBus
     from invoker.clock import SystemClock
-    from invoker.commands.run import wait_for_signal
+    from invoker.commands.run import NodeFailed, wait_for_signal_or
     from invoker.store.couch import CouchStore
 
     bus = KafkaBus(cfg.kafka)
@@ -43,7 +43,9 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
     )
     print(f"OpenWhisk API front at {front.url}", flush=True)
     try:
-        await wait_for_signal()
+        failure = await wait_for_signal_or(front.controller.supervisor.wait_failed())
+        if failure is not None:
+            raise NodeFailed(failure)
     finally:
         await front.stop()
         await store.close()
@@ -52,5 +54,10 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
 def main(args: argparse.Namespace) -> int:
     cfg = configuration.load(args)
     logs.setup(cfg.log_level)
-    asyncio.run(serve(args, cfg))
+    from invoker.commands.run import EXIT_FAILED, NodeFailed
+
+    try:
+        asyncio.run(serve(args, cfg))
+    except NodeFailed:
+        return EXIT_FAILED
     return 0

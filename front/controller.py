@@ -16,10 +16,13 @@ from typing import Any
 from front.balancer import Balancer, Result
 from invoker.bus import Bus, Consumer, Record
 from invoker.clock import Clock
-from invoker.protocol import QualifiedName, dumps, loads
+from invoker.metrics import FrontMetrics
+from invoker.protocol import ProtocolError, QualifiedName, dumps
 from invoker.protocol.controller import action_document, activation_message
-from invoker.protocol.messages import Identity
+from invoker.protocol.errors import INTERNAL
+from invoker.protocol.messages import Identity, parse_ack, parse_ping
 from invoker.store import Store, StoreError
+from invoker.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +72,11 @@ class Controller:
             "whisk.system", f"invokerHealthTestAction{controller_id}"
         )
         self.health_transid = ["sid_invokerHealth", clock.epoch_ms()]
+        self.metrics = FrontMetrics()
         self._waiters: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
         self._inflight: dict[str, _InFlight] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        # Owns the consumers and the short tasks; consumers that keep failing fail the front.
+        self.supervisor = Supervisor(clock)
         self._committing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -88,17 +93,13 @@ class Controller:
         await self.producer.start()
         await self.acks.start()
         await self.health.start()
-        self._tasks = [
-            asyncio.create_task(self._consume(self.acks, "acks", self._on_acks), name="acks"),
-            asyncio.create_task(
-                self._consume(self.health, "health", self._on_pings), name="health"
-            ),
-        ]
+        self.supervisor.start("acks", lambda: self._consume(self.acks, "acks", self._on_acks))
+        self.supervisor.start(
+            "health", lambda: self._consume(self.health, "health", self._on_pings)
+        )
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.supervisor.close()
         for w in self._waiters.values():
             w.cancel()
         await self.acks.stop()
@@ -226,37 +227,31 @@ class Controller:
     # -- consuming --
 
     def _on_ack(self, record: Record) -> None:
+        """Settle one ack: the waiting caller's result, the invoker's slot and health."""
         try:
-            ack = loads(record.value)
-            if not isinstance(ack, dict):
-                raise ValueError("not an object")
-        except ValueError as e:
-            log.warning("unreadable ack at offset %d: %s", record.offset, e)
-            return
-        response = ack.get("response")
-        aid = ack.get("activationId")
-        if isinstance(response, dict):
-            aid = response.get("activationId", aid)
-        elif isinstance(response, str):
-            aid = response
-        if response is not None and aid in self._waiters:
-            waiter = self._waiters[aid]
-            if not waiter.done():
-                waiter.set_result(response if isinstance(response, dict) else None)
-        if "instance" in ack and isinstance(aid, str):
-            entry = self._untrack(aid)
-            result = Result.SYSTEM_ERROR if ack.get("isSystemError") else Result.SUCCESS
-            instance = (
-                ack["instance"].get("instance") if isinstance(ack["instance"], dict) else None
+            ack = parse_ack(record.value)
+        except ProtocolError as e:
+            self.metrics.bad_acks.labels(e.kind).inc()
+            log.warning(
+                "unreadable ack at offset %d skipped (%s): %s", record.offset, e.kind, e.reason
             )
-            if entry is not None:
-                instance = entry.instance
-            elif ack.get("transid") != self.health_transid:
-                return
-            if isinstance(instance, int) and self.balancer.completed(
-                instance, result, self.clock.now()
-            ):
-                asyncio.get_running_loop().create_task(self._send_health_test(instance))
+            return
+        aid = ack.activation_id
+        if ack.has_response:
+            waiter = self._waiters.get(aid)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(ack.record)  # None when shrunk: the record is stored
+        if ack.instance is None:
+            return
+        entry = self._untrack(aid)
+        result = Result.SYSTEM_ERROR if ack.system_error else Result.SUCCESS
+        instance = ack.instance
+        if entry is not None:
+            instance = entry.instance
+        elif ack.transid != self.health_transid:  # flat: never a deep comparison
+            return
+        if self.balancer.completed(instance, result, self.clock.now()):
+            self.supervisor.spawn(self._send_health_test(instance))
 
     async def _consume(
         self, consumer: Consumer, what: str, handle: Callable[[list[Record]], Awaitable[None]]
@@ -275,7 +270,11 @@ class Controller:
 
     async def _on_acks(self, records: list[Record]) -> None:
         for r in records:
-            self._on_ack(r)
+            try:
+                self._on_ack(r)
+            except Exception:  # one ack must never stop the consumer
+                self.metrics.bad_acks.labels(INTERNAL).inc()
+                log.exception("handling the ack at offset %d failed; skipped", r.offset)
         if records:
             # Not awaited: a commit round trip must not delay the next acks.
             self._commit_acks({records[-1].partition: records[-1].offset + 1})
@@ -290,19 +289,22 @@ class Controller:
             except Exception as e:
                 log.debug("ack offset commit failed: %s", e)
 
-        self._committing = asyncio.get_running_loop().create_task(commit())
+        self._committing = self.supervisor.spawn(commit())
 
     async def _on_pings(self, records: list[Record]) -> None:
         now = self.clock.now()
         due: set[int] = set()
         for r in records:
             try:
-                ping = loads(r.value)
-                name = ping["name"]
-                if self.balancer.ping(name, ping.get("isEnabled", True) is not False, now):
-                    due.add(int(name["instance"]))
-            except (ValueError, KeyError, TypeError) as e:
-                log.warning("unreadable ping: %s", e)
+                ping = parse_ping(r.value)
+                if self.balancer.ping(ping.name, ping.enabled, now):
+                    due.add(ping.instance)
+            except ProtocolError as e:
+                self.metrics.bad_pings.labels(e.kind).inc()
+                log.warning("unreadable ping at offset %d skipped (%s): %s", r.offset, e.kind, e)
+            except Exception:  # one ping must never stop the consumer
+                self.metrics.bad_pings.labels(INTERNAL).inc()
+                log.exception("handling the ping at offset %d failed; skipped", r.offset)
         due.update(self.balancer.tick(now))
         for instance in due:
             await self._send_health_test(instance)

@@ -60,7 +60,16 @@ class Front:
     controller: Controller
     api: Api
     runner: web.AppRunner
-    url: str
+    host: str
+    port: int
+    url: str = ""
+
+    async def listen(self) -> str:
+        """Open the API port; returns the API's URL."""
+        await web.TCPSite(self.runner, self.host, self.port).start()
+        bound = self.runner.addresses[0][1] if self.runner.addresses else self.port
+        self.url = f"http://{self.host}:{bound}"
+        return self.url
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -82,7 +91,10 @@ async def start_front(
     manifest: Manifest | None = None,
     limits: Limits | None = None,
     blocking_wait_s: float = 60.0,
+    listen: bool = True,
 ) -> Front:
+    """The controller side and the API; ``listen=False`` leaves the port closed until
+    :meth:`Front.listen` (the embedded mode opens it once its invoker is healthy)."""
     manifest = manifest or Manifest()
     identities = identities or Identities.defaults()
     controller = Controller(
@@ -109,7 +121,7 @@ async def start_front(
     )
     runner = web.AppRunner(api.app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0][1] if runner.addresses else port
-    return Front(controller, api, runner, f"http://{host}:{bound}")
+    front = Front(controller, api, runner, host, port)
+    if listen:
+        await front.listen()
+    return front

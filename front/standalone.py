@@ -34,8 +34,9 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
     from front.server import front_options, start_front
     from invoker.admin import serve_admin
     from invoker.clock import SystemClock
-    from invoker.commands.run import wait_for_signal
+    from invoker.commands.run import NodeFailed, wait_for_signal_or
     from invoker.compose import build_invoker
+    from invoker.supervisor import first_failure
 
     clock = SystemClock()
     state = Path(cfg.state_dir)
@@ -68,6 +69,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         activations_db=cfg.activations_db,
         topic_prefix=cfg.topic_prefix,
         manifest=manifest,
+        listen=False,  # opened once the invoker is healthy: no 503 for an early caller
         **options,
     )
     invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
@@ -77,6 +79,7 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         if cfg.admin_port:
             admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
         await front.controller.wait_for_invokers(1, timeout_s=120)
+        await front.listen()
         guest = next(
             (k for k, i in options["identities"].by_key.items() if i.namespace == "guest"),
             GUEST_AUTH,
@@ -89,7 +92,11 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         print(f"  wsk property set --apihost {front.url} --auth {guest}", flush=True)
         if args.ready_file:
             Path(args.ready_file).write_text(front.url)
-        await wait_for_signal()
+        failure = await wait_for_signal_or(
+            first_failure(invoker.supervisor, front.controller.supervisor)
+        )
+        if failure is not None:
+            raise NodeFailed(failure)
     finally:
         if admin is not None:
             await admin.cleanup()
@@ -101,11 +108,16 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
 def main(args: argparse.Namespace) -> int:
     cfg = configuration.load(args, **_standalone_defaults(args))
     logs.setup(cfg.log_level)
+    from invoker.commands.run import EXIT_FAILED, NodeFailed
+
     try:
         asyncio.run(serve(args, cfg))
     except TimeoutError:
         print("the invoker did not become healthy in time", file=sys.stderr)
         return 1
+    except NodeFailed as e:
+        print(f"failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatling.scenario import Call, Timing, read_scenario, write_timings
+from invoker.argtypes import input_file, positive_float
 
 HELP = "replay a scenario file open-loop against an OpenWhisk API and write per-request timings"
 
@@ -121,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sebs_wrappers.owclient import default_apihost, default_auth
 
     parser.add_argument(
-        "scenario", type=Path, help="scenario file (JSON Lines: seq, t, action, params)"
+        "scenario", type=input_file, help="scenario file (JSON Lines: seq, t, action, params)"
     )
     parser.add_argument("--apihost", default=default_apihost(), help="OpenWhisk API base URL")
     parser.add_argument("--auth", default=default_auth(), help="uuid:key (default: the guest key)")
@@ -135,7 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ask for the result only (result=true), not the record",
     )
-    parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, s")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=600.0, help="per-request timeout, s"
+    )
     parser.add_argument(
         "--no-poll", action="store_true", help="do not poll records of 202 Accepted replies"
     )

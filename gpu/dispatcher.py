@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gpu.scheduler import Dispatch, GpuScheduler, Request
 from gpu.stats import PoolStats
 from invoker.clock import Clock
+from invoker.supervisor import spawn
 
 
 class WorkerCrashed(RuntimeError):
@@ -105,7 +106,7 @@ class Dispatcher:
                 self.stats.on_dispatch(d, now)
             if self.on_event is not None:
                 self.on_event("dispatch", d, None)
-            task = asyncio.get_running_loop().create_task(self._run(d))
+            task = spawn(self._run(d), name="gpu-dispatch")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

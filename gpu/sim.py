@@ -20,6 +20,7 @@ from gpu.policies import DEFAULT_AFFINITY_PENALTY, DEFAULT_O3_LIMIT, make_schedu
 from gpu.scheduler import DeviceSlot, Dispatch, Request
 from gpu.stats import PoolStats
 from invoker.clock import Clock, LoopClock, VirtualTimeLoop
+from invoker.supervisor import child
 
 MissCost = Literal["cold-process", "host-tier"]
 
@@ -148,7 +149,7 @@ def simulate_open(cfg: SimConfig) -> dict:
             await asyncio.sleep(max(0.0, t - (clock.now() - stats.start)))
             key = rng.choices(keys, weights)[0]
             req = Request(key, costs[key].size_bytes, cfg.batch, f"fn-{key}", clock.now())
-            jobs.append(asyncio.create_task(disp.submit(req)))
+            jobs.append(child(disp.submit(req)))
         await asyncio.gather(*jobs)
         return _summary(cfg, stats, clock.now(), disp)
 

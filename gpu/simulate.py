@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from invoker.argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int
+
 HELP = "simulate the GPU cache pool (LB, LALB, LALB+O3, CFS-Affinity, Exclusive) on virtual time"
 
 
@@ -19,21 +21,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=["lb", "lalb", "lalbo3"],
         help="one or more policies, each run on the same arrival sequence",
     )
-    parser.add_argument("--o3-limit", type=int, default=DEFAULT_O3_LIMIT, help="O3 skip limit")
-    parser.add_argument("--gpus", type=int, default=12)
+    parser.add_argument(
+        "--o3-limit", type=nonnegative_int, default=DEFAULT_O3_LIMIT, help="O3 skip limit"
+    )
+    parser.add_argument("--gpus", type=positive_int, default=12)
     parser.add_argument(
         "--gpu-memory-gb",
-        type=float,
+        type=positive_float,
         default=0.6,
         help="model memory per GPU (the paper does not state it; see docs/gpu.md)",
     )
-    parser.add_argument("--working-set", type=int, default=15, help="distinct models")
-    parser.add_argument("--rate", type=float, default=325.0, help="requests per minute")
-    parser.add_argument("--duration", type=float, default=1800.0, help="seconds of arrivals")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--batch", type=int, default=8, help="inputs per request")
+    parser.add_argument("--working-set", type=positive_int, default=15, help="distinct models")
+    parser.add_argument("--rate", type=positive_float, default=325.0, help="requests per minute")
     parser.add_argument(
-        "--zipf", type=float, default=0.0, help="model popularity exponent (0: uniform)"
+        "--duration", type=positive_float, default=1800.0, help="seconds of arrivals"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=positive_int, default=8, help="inputs per request")
+    parser.add_argument(
+        "--zipf", type=nonnegative_float, default=0.0, help="model popularity exponent (0: uniform)"
     )
     parser.add_argument(
         "--miss-cost",
@@ -44,11 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--clients",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="closed-loop clients instead of Poisson arrivals (KaaS throughput experiment)",
     )
-    parser.add_argument("--affinity-penalty", type=float, default=DEFAULT_AFFINITY_PENALTY)
+    parser.add_argument(
+        "--affinity-penalty", type=nonnegative_float, default=DEFAULT_AFFINITY_PENALTY
+    )
     parser.add_argument(
         "--device-profile",
         choices=sorted(PROFILES),

@@ -36,6 +36,7 @@ class AckSender:
         self.max_backoff_s = max_backoff_s
         self.sent = 0
         self.shrunk = 0
+        self.retrying = 0  # acks the bus refused and that wait to be re-sent: the node's health
 
     def topic(self, controller: str) -> str:
         return f"{self.topic_prefix}completed{controller}"
@@ -51,23 +52,33 @@ class AckSender:
         value = dumps(ack)
         producer = self.producer if urgent else self.bulk_producer
         backoff = 0.1
-        while True:
-            try:
-                await producer.send(topic, value)
-                self.sent += 1
-                return
-            except MessageTooLarge:
-                if shrink is None:
+        failed = False
+        try:
+            while True:
+                try:
+                    await producer.send(topic, value)
+                    self.sent += 1
+                    return
+                except MessageTooLarge:
+                    if shrink is None:
+                        raise
+                    log.info(
+                        "ack of %d bytes too large for %s; sending it shrunk", len(value), topic
+                    )
+                    value, shrink = dumps(shrink), None
+                    self.shrunk += 1
+                except asyncio.CancelledError:
                     raise
-                log.info("ack of %d bytes too large for %s; sending it shrunk", len(value), topic)
-                value, shrink = dumps(shrink), None
-                self.shrunk += 1
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the bus is away: keep the ack, retry
-                log.warning("ack to %s failed (%s); retrying in %.1fs", topic, e, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff_s)
+                except Exception as e:  # the bus is away: keep the ack, retry
+                    log.warning("ack to %s failed (%s); retrying in %.1fs", topic, e, backoff)
+                    if not failed:
+                        failed = True
+                        self.retrying += 1
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self.max_backoff_s)
+        finally:
+            if failed:
+                self.retrying -= 1
 
     async def result(self, controller: str, transid: Any, record: dict[str, Any]) -> None:
         """ResultMessage for a blocking caller (logs still being collected)."""

@@ -50,6 +50,7 @@ from invoker.protocol.runtime import (
     timeout_message,
 )
 from invoker.records import RecordWriter
+from invoker.supervisor import spawn
 
 log = logging.getLogger(__name__)
 MIB = 1024 * 1024
@@ -89,6 +90,8 @@ class Outcome:
     healthy: bool  # whether the container may be reused
     # What is left once the container and the core are free: the acks and the record.
     answer: Coroutine[Any, Any, None] | None = None
+    cpu_s: float | None = None  # CPU time the container used during /run, if measured
+    cpu_wait_s: float = 0.0  # time within /run it waited for a CPU (0 if unknown)
 
 
 class ActivationRunner:
@@ -148,7 +151,10 @@ class ActivationRunner:
             if response is None:
                 self.pool.mark_initialized(lease)
         run_s: float | None = None
+        cpu_s: float | None = None
+        cpu_wait_s = 0.0
         if response is None:
+            cpu_before = await container.cpu_times()
             run_start_ms = self.clock.epoch_ms()
             if init_ms is None:
                 start_ms = run_start_ms
@@ -164,6 +170,11 @@ class ActivationRunner:
             run_s = self.clock.now() - t0
             self.metrics.duration.observe(run_s)
             response = result
+            cpu_after = await container.cpu_times() if cpu_before is not None else None
+            if cpu_after is not None and cpu_before is not None:
+                cpu_s = max(0.0, cpu_after.used - cpu_before.used)
+                cpu_wait_s = min(run_s, max(0.0, cpu_after.waited - cpu_before.waited))
+                self.metrics.cpu.observe(cpu_s)
         end_ms = self.clock.epoch_ms()
         record = activation_record(
             msg,
@@ -176,14 +187,14 @@ class ActivationRunner:
             wait_time_ms=max(0, wait_ms),
             timed_out=timed_out,
         )
+        if cpu_s is not None:
+            record["annotations"].append({"key": "cpuTime", "value": round(cpu_s * 1000)})
         developer_error = response.status_code >= StatusCode.DEVELOPER_ERROR
         logs_bytes = action.limits.logs_mb * MIB
         self._added_latency(job, t_start, (run_s or 0.0) + init_s)
         result_sent: asyncio.Task[None] | None = None
         if msg.blocking and logs_bytes > 0:
-            result_sent = asyncio.create_task(
-                self.acks.result(msg.controller, msg.transid, dict(record))
-            )
+            result_sent = spawn(self.acks.result(msg.controller, msg.transid, dict(record)))
         logs: asyncio.Task[list[str]] | None = None
         if logs_bytes > 0:
             if developer_error:  # the container goes: read what it left first
@@ -191,7 +202,7 @@ class ActivationRunner:
             else:
                 logs = self._logs_in_turn(lease, container, action, logs_bytes)
         answer = self._finish(job, record, response, result_sent, logs)
-        return Outcome(response, run_s, not developer_error, answer)
+        return Outcome(response, run_s, not developer_error, answer, cpu_s, cpu_wait_s)
 
     def _logs_in_turn(
         self, lease: Lease, container: Container, action: Action, limit: int
@@ -216,7 +227,7 @@ class ActivationRunner:
             finally:
                 mine.set_result(None)
 
-        return asyncio.create_task(collect())
+        return spawn(collect(), name="collect-logs")
 
     def _added_latency(self, job: Job, dispatched: float, in_container_s: float) -> None:
         """The invoker's own time for a call, up to handing its result ack to the bus:

@@ -1,5 +1,9 @@
-"""The invoker's HTTP server (spec 4.6): ``/ping`` and ``/metrics`` open; ``/enable``,
-``/disable``, ``/isEnabled`` and ``/status`` behind basic auth."""
+"""The invoker's HTTP server (spec 4.6): ``/ping``, ``/health`` and ``/metrics`` open;
+``/enable``, ``/disable``, ``/isEnabled`` and ``/status`` behind basic auth.
+
+``/ping`` answers ``pong`` while the process serves HTTP, as the stock invoker's does;
+``/health`` answers 200 only while the node can work (the same condition under which it
+pings the controller) and 503 with the reasons otherwise."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def admin_app(invoker: Invoker) -> web.Application:
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        if request.path not in ("/ping", "/metrics") and not _authorized(
+        if request.path not in ("/ping", "/health", "/metrics") and not _authorized(
             request, cfg.admin_user, cfg.admin_password
         ):
             return web.Response(
@@ -45,6 +49,13 @@ def admin_app(invoker: Invoker) -> web.Application:
 
     async def ping(_: web.Request) -> web.Response:
         return web.Response(text="pong")
+
+    async def health(_: web.Request) -> web.Response:
+        problems = invoker.health.problems
+        if (tasks := invoker.supervisor.problem()) is not None:
+            problems["tasks"] = tasks
+        body = {"healthy": not problems, "enabled": invoker.enabled, "problems": problems}
+        return web.json_response(body, status=503 if problems else 200)
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(
@@ -71,6 +82,7 @@ def admin_app(invoker: Invoker) -> web.Application:
     app.add_routes(
         [
             web.get("/ping", ping),
+            web.get("/health", health),
             web.get("/metrics", metrics),
             web.post("/enable", enable),
             web.post("/disable", disable),

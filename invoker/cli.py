@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 SUBCOMMANDS: dict[str, str] = {
     "run": "invoker.commands.run",
+    "admin": "invoker.commands.admin",
     "standalone": "front.standalone",
     "front": "front.command",
     "simulate": "invoker.simulate",

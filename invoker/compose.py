@@ -27,6 +27,7 @@ def build_invoker(
         name_prefix=cfg.container_prefix,
         docker_host=cfg.docker_host,
         docker_binds=cfg.docker_binds,
+        action_user=cfg.action_user,
     )
     metrics = InvokerMetrics()
     gpu_pool = None

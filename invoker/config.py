@@ -119,6 +119,9 @@ class InvokerConfig:
         factory=tuple, help="image overrides KIND=IMAGE,... for the docker backend"
     )
     state_dir: str = _opt(".state/invoker", help="where containers, spools and pid files live")
+    action_user: str | None = _opt(
+        None, help="run actions as this user, e.g. nobody (process backend; the invoker as root)"
+    )
     admin_host: str = _opt("127.0.0.1", help="admin HTTP listen address")
     admin_port: int = _opt(8085, env=("PORT",), help="admin HTTP port (/ping, /metrics, ...)")
     admin_user: str = _opt(
@@ -130,6 +133,12 @@ class InvokerConfig:
     api_host: str = _opt("http://127.0.0.1:3233", help="__OW_API_HOST given to actions")
     pause_grace_s: float = _opt(10.0, help="idle seconds before a warm container is paused")
     idle_timeout_s: float = _opt(600.0, help="idle seconds before a warm container is removed")
+    task_failures: int = _opt(
+        3, help="failures of one background task within --task-failure-window-s that fail the node"
+    )
+    task_failure_window_s: float = _opt(
+        30.0, help="window in seconds for --task-failures (then no pings, and run exits)"
+    )
     prewarm: tuple[str, ...] = _opt(
         factory=tuple, help="extra stem cells KIND:COUNT:MEMORY_MB, e.g. python:3.11:2:256"
     )
@@ -158,6 +167,15 @@ class InvokerConfig:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:
             raise ValueError("max_pending must be positive")
+        if self.task_failures < 1 or not self.task_failure_window_s > 0:
+            raise ValueError("task_failures and task_failure_window_s must be positive")
+        if self.action_user is not None:
+            import pwd
+
+            try:
+                pwd.getpwnam(self.action_user)
+            except KeyError:
+                raise ValueError(f"action user {self.action_user!r} does not exist") from None
         from policies import get_policy
 
         get_policy(self.policy)  # raises with the list of valid names

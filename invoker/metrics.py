@@ -7,6 +7,8 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from invoker.protocol.errors import KINDS
+
 _LATENCY_BUCKETS = (
     0.0005,
     0.001,
@@ -28,6 +30,30 @@ _LATENCY_BUCKETS = (
 )
 
 
+def _by_kind(name: str, doc: str, registry: CollectorRegistry) -> Counter:
+    """A counter of unreadable input by kind, every kind shown from the start (at 0)."""
+    counter = Counter(name, doc, ["kind"], registry=registry)
+    for kind in KINDS:
+        counter.labels(kind)
+    return counter
+
+
+class FrontMetrics:
+    """The front's own counters: acks and pings its consumers had to skip."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.bad_acks = _by_kind(
+            "front_bad_acks", "Acks on completed<C> that could not be read, skipped", self.registry
+        )
+        self.bad_pings = _by_kind(
+            "front_bad_pings", "Pings on health that could not be read, skipped", self.registry
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
 class InvokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -44,9 +70,22 @@ class InvokerMetrics:
         self.bad_messages = Counter(
             "invoker_bad_messages", "Messages that could not be parsed", registry=r
         )
+        self.bad_message_kinds = _by_kind(
+            "invoker_bad_message_kinds",
+            "Messages on invoker<N> that could not be parsed or admitted, by what was wrong "
+            "(answered with a whisk error when their activation id could be read; never "
+            "re-delivered)",
+            r,
+        )
         self.duration = Histogram(
             "invoker_activation_run_seconds",
             "Time spent in /run",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.cpu = Histogram(
+            "invoker_activation_cpu_seconds",
+            "CPU time the container used during /run",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -72,6 +111,17 @@ class InvokerMetrics:
             "invoker_spooled_records", "Records waiting on disk for the database", registry=r
         )
         self.enabled = Gauge("invoker_enabled", "1 while the invoker takes work", registry=r)
+        self.healthy = Gauge(
+            "invoker_healthy",
+            "1 while the node can work (tasks running, containers, Kafka): it pings only then",
+            registry=r,
+        )
+        self.expired = Counter(
+            "invoker_expired_activations",
+            "Calls answered with an error, not started: they waited through an outage "
+            "for longer than their time limit",
+            registry=r,
+        )
         # Exact recent samples beside the histogram, for percentiles in /status and benchmarks.
         self.added_latency_samples: deque[float] = deque(maxlen=100_000)
 

@@ -18,6 +18,7 @@ from typing import Any
 from invoker.clock import Clock
 from invoker.protocol.json import dumps, loads
 from invoker.store import Store, StoreError, StoreUnavailable
+from invoker.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,10 @@ class RecordWriter:
         batch_max: int = 256,
         retry_s: float = 1.0,
         linger_s: float = 0.02,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.store = store
+        self.supervisor = supervisor or Supervisor(clock)
         self.db = db
         self.clock = clock
         self.spool_path = Path(spool_dir) / f"{db}.spool.jsonl"
@@ -48,7 +51,7 @@ class RecordWriter:
         self._spooled_ids: set[str] = set()
         self._spool_bytes = 0
         self._down_until = float("-inf")
-        self._task: asyncio.Task[None] | None = None
+        self._started = False
         self._space = asyncio.Event()
         self.written = 0
         self.spooled = 0
@@ -68,7 +71,8 @@ class RecordWriter:
             self._spool_bytes = self.spool_path.stat().st_size
             if self._spooled_ids:
                 log.info("%d activation records wait in the spool", len(self._spooled_ids))
-        self._task = asyncio.create_task(self._run(), name="record-writer")
+        self.supervisor.start("record-writer", self._run)
+        self._started = True
 
     async def write(self, doc: dict[str, Any]) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -77,16 +81,15 @@ class RecordWriter:
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Flush what is queued (to the database or the spool), then stop."""
-        if self._task is None:
+        if not self._started:
             return
         try:
             async with asyncio.timeout(timeout_s):
                 await self._queue.join()
         except TimeoutError:
             log.warning("record writer closed with %d records unflushed", self._queue.qsize())
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-        self._task = None
+        await self.supervisor.stop("record-writer")
+        self._started = False
 
     # -- internals --
 
@@ -115,6 +118,11 @@ class RecordWriter:
                     batch.append(self._queue.get_nowait())
             try:
                 await self._flush(batch)
+            except Exception as e:  # its writers must not wait forever; the task restarts
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                raise
             finally:
                 for _ in batch:
                     self._queue.task_done()

@@ -1,10 +1,16 @@
-"""The node scheduler: the priority queue of pending calls and the core slots.
+"""The node scheduler: the priority queue of pending calls and the action cores.
 
 Pure logic with time passed in, shared by the live invoker and the simulator. A call's
-priority is computed once, when it is admitted, by the policy; ties go to the call admitted
-first. Under the paper's policies each running call holds one core of its own and the node
-never runs more calls than it has action cores; under the ``openwhisk`` baseline calls are
-not limited here (the container pool's memory is the only limit) and share the cores.
+priority is computed once, when it is admitted, by the policy, from the time the call was
+*received*; ties go to the call received first (``order``), so a call whose action fetch was
+slow keeps its place.
+
+Cores are CPU capacity, not call slots (:class:`Cores`): a call is expected to use
+``share`` = E[cpu] / E[p] of a core (1.0 until its function is measured). A core takes
+another call while the expected shares of the calls on it stay within ``1 + margin`` and
+it holds fewer than ``max_calls`` calls, so a CPU-bound call still gets a core to itself
+and calls that mostly wait share one. Under the ``openwhisk`` baseline calls are not
+limited here (the container pool's memory is the only limit) and share all the cores.
 """
 
 from __future__ import annotations
@@ -30,76 +36,229 @@ class Call(Generic[T]):
     seq: int
     core: int | None = None
     started: float | None = None
+    share: float = 1.0  # expected CPU share, fixed when it starts
 
 
-class NodeScheduler(Generic[T]):
-    def __init__(
-        self, policy: Policy, cores: Sequence[int], stats: FunctionStats | None = None
-    ) -> None:
+class Cores:
+    """The action cores as CPU capacity, shared by every queue of the node.
+
+    Placement is best fit: the most loaded core the call fits on (lowest id on ties), so
+    calls that mostly wait gather on busy cores and idle cores stay whole for CPU-bound
+    calls.
+
+    Misprediction: when a call finishes having used more than its expected share plus the
+    margin, the calls of the same function still on its core are assumed to overrun as
+    much; if that would take the core past ``1 + margin``, the core is *full* (takes
+    nothing more) until all its calls have finished. Meanwhile the function's estimate has
+    taken in the new measurement.
+    """
+
+    def __init__(self, cores: Sequence[int], margin: float = 0.1, max_calls: int = 8) -> None:
         if not cores:
             raise ValueError("the node needs at least one action core")
         if len(set(cores)) != len(cores):
             raise ValueError("action cores must be distinct")
+        if margin < 0 or max_calls < 1:
+            raise ValueError("margin must be >= 0 and max_calls >= 1")
+        self.ids = tuple(sorted(cores))
+        self.margin = margin
+        self.max_calls = max_calls
+        self.load = dict.fromkeys(self.ids, 0.0)
+        self.calls = dict.fromkeys(self.ids, 0)
+        self.heavy = dict.fromkeys(self.ids, 0)  # calls expected to use more than the margin
+        self._light_limit = margin + 1e-9
+        self.functions: dict[int, dict[str, int]] = {c: {} for c in self.ids}  # calls per core
+        self.full: set[int] = set()
+
+    def light(self, share: float) -> bool:
+        """Whether a call of this share mostly waits: it fits beside any other call."""
+        return share <= self._light_limit
+
+    @property
+    def idle(self) -> int:
+        """Cores running no call."""
+        return sum(1 for n in self.calls.values() if n == 0)
+
+    def place(self, share: float, *, beside_heavy: bool = False) -> int | None:
+        """The core a call of this expected share would go on now, or None.
+
+        ``beside_heavy``: only cores that hold a call expected to use more than the margin."""
+        best: int | None = None
+        limit = 1.0 + self.margin + 1e-9
+        for core in self.ids:
+            n, load = self.calls[core], self.load[core]
+            if core in self.full or n >= self.max_calls or load + share > limit:
+                continue
+            if beside_heavy and not self.heavy[core]:
+                continue
+            if best is None or load > self.load[best]:
+                best = core
+        return best
+
+    def take(self, core: int, function: str, share: float) -> None:
+        self.calls[core] += 1
+        self.load[core] += share
+        if share > self._light_limit:
+            self.heavy[core] += 1
+        functions = self.functions[core]
+        functions[function] = functions.get(function, 0) + 1
+
+    def give(self, core: int, function: str, share: float, used: float | None) -> None:
+        """A call left the core; ``used`` is the share it was measured to use."""
+        self.calls[core] -= 1
+        if share > self._light_limit:
+            self.heavy[core] -= 1
+        functions = self.functions[core]
+        left = functions[function] - 1
+        if left:
+            functions[function] = left
+        else:
+            del functions[function]
+        if self.calls[core] == 0:
+            self.load[core] = 0.0  # no float drift over a long uptime
+            self.full.discard(core)
+            return
+        self.load[core] = max(0.0, self.load[core] - share)
+        if used is not None and used > share + self.margin:
+            excess = (used - share) * functions.get(function, 0)
+            if self.load[core] + excess > 1.0 + self.margin + 1e-9:
+                self.full.add(core)
+
+
+class NodeScheduler(Generic[T]):
+    """One queue of calls in policy order, drawing on a :class:`Cores` (which several
+    queues of the node may share, e.g. CPU and GPU actions).
+
+    The head of the queue starts on the best-fitting core. If it fits on none, it waits,
+    and only a *light* call (expected share at most the margin: one that mostly waits) may
+    pass it, and only onto a core that holds a heavier call, one the head could not get
+    before that call ends anyway; so light calls never hold a core the head could have
+    had, and the head's wait stays bounded.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        cores: Sequence[int] | Cores,
+        stats: FunctionStats | None = None,
+    ) -> None:
+        self.cores_table = cores if isinstance(cores, Cores) else Cores(cores)
         self.policy = policy
         self._priority = policy.priority
-        self.cores = tuple(cores)
+        self.cores = self.cores_table.ids
         self.stats = stats or FunctionStats()
-        self._queue: list[tuple[float, int, Call[T]]] = []
-        self._free_cores = sorted(self.cores)
+        # Two heaps of (priority, order, admission number, call): calls expected to be light
+        # when admitted, and the others; the head of the queue is the smaller of their tops.
+        self._light: list[tuple[float, int, int, Call[T]]] = []
+        self._heavy: list[tuple[float, int, int, Call[T]]] = []
         self._seq = 0
         self.running = 0
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        return len(self._light) + len(self._heavy)
 
     @property
     def free_cores(self) -> int:
-        return len(self._free_cores)
+        return self.cores_table.idle
 
-    def admit(self, function: str, payload: T, now: float) -> Call[T]:
-        """Queue a received call; its priority is fixed now."""
-        info = self.stats.arrive(function, now)
+    def admit(
+        self, function: str, payload: T, received: float, order: int | None = None
+    ) -> Call[T]:
+        """Queue a call received at ``received``; its priority is fixed now.
+
+        ``order`` is the call's receipt number (ties between equal priorities go to the
+        smaller); without it, calls are numbered as they are admitted."""
+        info = self.stats.arrive(function, received)
         self._seq = seq = self._seq + 1
+        if order is None:
+            order = seq
         priority = self._priority(info)
-        call = Call(function, payload, info.received, priority, seq)
-        heapq.heappush(self._queue, (priority, seq, call))
+        call = Call(function, payload, info.received, priority, order)
+        light = self.cores_table.light(self.stats.share(function))
+        heapq.heappush(self._light if light else self._heavy, (priority, order, seq, call))
         return call
 
+    def _head(self) -> list[tuple[float, int, int, Call[T]]] | None:
+        if not self._light:
+            return self._heavy or None
+        if not self._heavy:
+            return self._light
+        return self._light if self._light[0] < self._heavy[0] else self._heavy
+
+    def _plan(self) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float] | None:
+        """(heap, core, share) of the call that can start now, or None."""
+        heap = self._head()
+        if heap is None:
+            return None
+        if not self.policy.exclusive_cores:
+            return heap, None, 1.0
+        table = self.cores_table
+        call = heap[0][3]
+        share = self.stats.share(call.function)
+        core = table.place(share)
+        if core is not None:
+            return heap, core, share
+        if heap is self._heavy and self._light:
+            light = self._light[0][3]
+            share = self.stats.share(light.function)
+            if table.light(share):
+                core = table.place(share, beside_heavy=True)
+                if core is not None:
+                    return self._light, core, share
+        return None
+
     def peek(self) -> Call[T] | None:
-        """The call that would start next, if a slot is free."""
-        return self._queue[0][2] if self._queue else None
+        """The call that would start now, or None if none can (queue empty, or no core has
+        room for it)."""
+        plan = self._plan()
+        return plan[0][0][3] if plan else None
 
     def can_start(self) -> bool:
-        if not self._queue:
-            return False
-        return not self.policy.exclusive_cores or bool(self._free_cores)
+        return self._plan() is not None
 
     def start(self, now: float) -> Call[T]:
-        """Take the head of the queue and give it a core (None under the shared baseline)."""
-        if not self.can_start():
-            raise RuntimeError("no call can start: queue empty or every core busy")
-        _, _, call = heapq.heappop(self._queue)
-        if self.policy.exclusive_cores:
-            call.core = heapq.heappop(self._free_cores)
+        """Take the call :meth:`peek` names and place it on its core (None under the
+        shared baseline)."""
+        plan = self._plan()
+        if plan is None:
+            raise RuntimeError("no call can start: queue empty or no core has room")
+        heap, core, share = plan
+        call = heapq.heappop(heap)[3]
+        if core is not None:
+            self.cores_table.take(core, call.function, share)
+        call.core, call.share = core, share
         call.started = now
         self.running += 1
         return call
 
-    def finish(self, call: Call[T], duration_s: float | None) -> None:
-        """Release the call's core; a measured processing time feeds E[p]."""
+    def finish(
+        self,
+        call: Call[T],
+        duration_s: float | None,
+        cpu_s: float | None = None,
+        waited_s: float = 0.0,
+    ) -> None:
+        """Release the call's core; the measured processing and CPU times feed E[p] and
+        the function's CPU share (and the misprediction guard of :class:`Cores`);
+        ``waited_s`` is how long the call waited for a CPU (its share is of the rest)."""
         if call.started is None:
             raise RuntimeError("finish() of a call that was never started")
         call.started = None
         self.running -= 1
         if call.core is not None:
-            heapq.heappush(self._free_cores, call.core)
+            used = None
+            own = (duration_s or 0.0) - max(0.0, waited_s)
+            if cpu_s is not None and own > 0:
+                used = min(1.0, cpu_s / own)
+            self.cores_table.give(call.core, call.function, call.share, used)
             call.core = None
         if duration_s is not None:
-            self.stats.finish(call.function, duration_s)
+            self.stats.finish(call.function, duration_s, cpu_s, waited_s)
 
     def drain(self) -> list[Call[T]]:
         """Remove and return every queued call, in priority order (for shutdown)."""
-        calls = [c for _, _, c in sorted(self._queue)]
-        self._queue.clear()
+        calls = [e[3] for e in sorted(self._light + self._heavy, key=lambda e: e[:3])]
+        self._light.clear()
+        self._heavy.clear()
         return calls

@@ -10,6 +10,7 @@ offset may be committed. Nothing here does I/O in ``__init__``; ``start`` and ``
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Coroutine
 from pathlib import Path
@@ -23,10 +24,12 @@ from gpu.integration import is_gpu_action
 from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Job
+from invoker.activation import Outcome as ActivationOutcome
 from invoker.bus import Bus, Consumer, Producer, Record
 from invoker.bus.kafka import INVOKER_TOPIC_CONFIG
 from invoker.clock import Clock
 from invoker.config import InvokerConfig
+from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
 from invoker.protocol import (
@@ -39,15 +42,18 @@ from invoker.protocol import (
     parse_activation,
     ping_message,
 )
+from invoker.protocol.errors import INTERNAL
 from invoker.protocol.limits import check_user_limits, payload_limit
 from invoker.protocol.runtime import unsupported_encryption
 from invoker.records import RecordWriter
 from invoker.scheduler import Call, NodeScheduler
 from invoker.store import Store, StoreError
-from policies import OPENWHISK, FunctionStats, get_policy
+from invoker.supervisor import Supervisor
+from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 
 log = logging.getLogger(__name__)
 COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
+PING_TIMEOUT_S = 1.5  # a ping Kafka has not acknowledged by then: it cannot take acks either
 
 
 async def _bounded(step: Coroutine[Any, Any, Any], what: str, seconds: float = 5.0) -> None:
@@ -80,6 +86,11 @@ class Invoker:
         self.manifest = manifest or Manifest()
         self.metrics = metrics or InvokerMetrics()
         self.gpu_pool = gpu_pool
+        # Owns every background task; a task that keeps failing fails the node (no pings).
+        self.supervisor = Supervisor(
+            clock, max_failures=config.task_failures, window_s=config.task_failure_window_s
+        )
+        self.health = NodeHealth(clock)
         self.instance = InvokerInstance(
             config.instance,
             config.user_memory_mb * 1024 * 1024,
@@ -90,9 +101,14 @@ class Invoker:
         self.scheduler: NodeScheduler[Job] = NodeScheduler(
             self.policy, config.action_cores, FunctionStats(window_s=config.fc_window_s)
         )
-        # GPU actions wait in the GPU pool's scheduler, not for a core: their calls start in
-        # arrival order as memory allows and share the action cores for CPU-side work.
-        self.gpu_calls: NodeScheduler[Job] = NodeScheduler(OPENWHISK, config.action_cores)
+        # GPU actions queue apart (in receipt order; the GPU pool orders their device work),
+        # but their CPU side takes its place on the same action cores as every other call.
+        self.gpu_calls: NodeScheduler[Job] = NodeScheduler(
+            FIFO if self.policy.exclusive_cores else OPENWHISK,
+            self.scheduler.cores_table,
+            self.scheduler.stats,
+        )
+        self._receipts = itertools.count()  # receipt order, the tie-break between priorities
         state = Path(config.state_dir)
         self.pool = ContainerPool(
             backend,
@@ -106,6 +122,7 @@ class Invoker:
             pause_grace_s=config.pause_grace_s,
             idle_timeout_s=config.idle_timeout_s,
             on_change=self._wake,
+            supervisor=self.supervisor,
         )
         self.fetcher = ActionFetcher(store, config.whisks_db, self.manifest.defaults)
         self.records = RecordWriter(
@@ -114,6 +131,7 @@ class Invoker:
             state / "spool",
             clock,
             spool_limit_bytes=config.record_spool_mb * 1024 * 1024,
+            supervisor=self.supervisor,
         )
         self.offsets = OffsetTracker()
         self.producer: Producer = bus.producer()
@@ -136,8 +154,6 @@ class Invoker:
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._loops: list[asyncio.Task[Any]] = []
-        self._ping_task: asyncio.Task[None] | None = None
         self._last_commit = 0.0
         self._install_gauges()
 
@@ -173,6 +189,7 @@ class Invoker:
         m.pending.set_function(lambda: self.pending)
         m.spooled.set_function(lambda: self.records.spooled_now)
         m.enabled.set_function(lambda: 1 if self.enabled else 0)
+        m.healthy.set_function(lambda: 1 if self.health.healthy else 0)
 
     # -- lifecycle --
 
@@ -188,12 +205,14 @@ class Invoker:
             await self.gpu_pool.start()
             log.info("GPU pool at %s: %s", self.gpu_pool.address, self.gpu_pool.note)
         await self.consumer.start()
-        self._loops = [
-            asyncio.create_task(self._feed_loop(), name="feed"),
-            asyncio.create_task(self._dispatch_loop(), name="dispatch"),
-            asyncio.create_task(self._commit_loop(), name="commit"),
-        ]
-        self._ping_task = asyncio.create_task(self._ping_loop(), name="ping")
+        for name, loop in (
+            ("feed", self._feed_loop),
+            ("dispatch", self._dispatch_after_restart),
+            ("commit", self._commit_loop),
+            ("health", self._health_loop),
+            ("ping", self._ping_loop),
+        ):
+            self.supervisor.start(name, loop)
         log.info(
             "%s started: policy %s, cores %s, %d MB for actions, backend %s",
             self.instance.label,
@@ -211,10 +230,7 @@ class Invoker:
             return
         self._stopping.set()
         self.consumer.pause()
-        feed = self._loops[0] if self._loops else None
-        if feed is not None:
-            feed.cancel()
-            await asyncio.gather(feed, return_exceptions=True)
+        await self.supervisor.stop("feed")
         handed_back = self.scheduler.drain() + self.gpu_calls.drain()
         if handed_back:
             log.info("handing back %d queued activations for re-delivery", len(handed_back))
@@ -226,18 +242,15 @@ class Invoker:
             for t in late:
                 t.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        for t in self._loops[1:]:
-            t.cancel()
-        await asyncio.gather(*self._loops[1:], return_exceptions=True)
+        await self.supervisor.stop("dispatch", "commit", "health")
         await self.records.close()
         await _bounded(self._commit(), "committing offsets")
         await self.pool.close()
         if self.gpu_pool is not None:
             await self.gpu_pool.stop()
         await self.backend.close()
-        if self._ping_task is not None:
-            self._ping_task.cancel()
-            await asyncio.gather(self._ping_task, return_exceptions=True)
+        await self.supervisor.stop("ping")
+        await self.supervisor.close()
         await _bounded(self._ping(enabled=False), "the final disabled ping")
         # With the broker away these would wait for their request timeouts.
         await _bounded(self.consumer.stop(), "leaving the consumer group")
@@ -254,12 +267,9 @@ class Invoker:
             return False
         self.enabled = enabled
         if enabled:
-            self._ping_task = asyncio.create_task(self._ping_loop(), name="ping")
+            self.supervisor.start("ping", self._ping_loop)
         else:
-            if self._ping_task is not None:
-                self._ping_task.cancel()
-                await asyncio.gather(self._ping_task, return_exceptions=True)
-                self._ping_task = None
+            await self.supervisor.stop("ping")
             await self._ping(enabled=False)
         return True
 
@@ -267,12 +277,24 @@ class Invoker:
         return {
             "invoker": self.instance.label,
             "enabled": self.enabled,
+            "healthy": self.health.healthy,
+            "problems": self.health.problems,
+            "supervisor": self.supervisor.status(),
             "policy": self.policy.name,
             "policyDescription": self.policy.description,
             "actionCores": list(self.config.action_cores),
             "queued": self.scheduler.queued,
             "running": self.scheduler.running,
             "gpuCalls": {"queued": self.gpu_calls.queued, "running": self.gpu_calls.running},
+            "cores": {
+                str(c): {
+                    "calls": t.calls[c],
+                    "expectedLoad": round(t.load[c], 3),
+                    "full": c in t.full,
+                }
+                for t in (self.scheduler.cores_table,)
+                for c in t.ids
+            },
             "pending": self.pending,
             "userMemoryMB": self.config.user_memory_mb,
             "usedMemoryMB": self.pool.used_memory_mb,
@@ -292,8 +314,8 @@ class Invoker:
     # -- background loops --
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
+        task = self.supervisor.spawn(coro)  # logged if it fails
+        self._tasks.add(task)  # the activations, which shutdown waits for
         task.add_done_callback(self._tasks.discard)
         return task
 
@@ -306,15 +328,61 @@ class Invoker:
         )
 
     async def _ping_loop(self) -> None:
+        """Ping each second while the node can work. On becoming unable (a condition of
+        :meth:`_health_loop`) send one disabled ping, so the controller takes the node out
+        at once rather than after 10 s of silence; when Kafka is the only problem, the ping
+        itself is the probe that tells when it takes messages again."""
+        pinging = True
         while True:
-            try:
-                async with asyncio.timeout(5):
-                    await self._ping()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.warning("health ping failed: %s", e)
+            problems = self.health.problems
+            if (tasks := self.supervisor.problem()) is not None:
+                problems["tasks"] = tasks  # at once, not at the next health check
+            if not problems or set(problems) == {"kafka"}:
+                try:
+                    async with asyncio.timeout(PING_TIMEOUT_S):
+                        await self._ping()
+                    self.health.report("kafka", None)
+                    pinging = True
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    problem = f"Kafka did not take a health ping: {e.__class__.__name__} {e}"
+                    self.health.report("kafka", problem)
+            elif pinging:
+                pinging = False
+                log.warning("unhealthy, not pinging: %s", "; ".join(problems.values()))
+                try:
+                    async with asyncio.timeout(PING_TIMEOUT_S):
+                        await self._ping(enabled=False)
+                except Exception as e:
+                    log.warning("disabled ping failed: %s", e)
             await asyncio.sleep(1.0)
+
+    async def _health_loop(self) -> None:
+        """Gather what the node can do into :attr:`health` twice a second: its tasks, its
+        acks (none waiting for Kafka) and creating containers (probed while it fails)."""
+        was: dict[str, str] = {}
+        while True:
+            self.health.report("tasks", self.supervisor.problem())
+            retrying = self.acks.retrying
+            self.health.report(
+                "acks", f"{retrying} acks wait for Kafka to take them" if retrying else None
+            )
+            if self.pool.create_problem is not None:
+                try:
+                    async with asyncio.timeout(10):
+                        await self.pool.probe()
+                except TimeoutError:
+                    pass
+            self.health.report("containers", self.pool.create_problem)
+            now = self.health.problems
+            if now.keys() != was.keys():
+                if now:
+                    log.warning("unhealthy: %s", "; ".join(now.values()))
+                else:
+                    log.info("healthy again")
+            was = now
+            await asyncio.sleep(0.5)
 
     async def _feed_loop(self) -> None:
         low_water = self.config.max_pending * 9 // 10
@@ -347,30 +415,53 @@ class Invoker:
                 self._receive(record)
 
     def _receive(self, record: Record) -> None:
+        """Take one message: admit it, or answer it as poison. Nothing escapes from here,
+        so no message can end the feed; one that cannot be read is counted, answered when
+        its activation id and controller can be read, and always committed past."""
         self.offsets.received(record.partition, record.offset)
         self.pending += 1
         received = self.clock.now()
         try:
             msg = parse_activation(record.value)
         except ProtocolError as e:
+            self._poison(record, e)
+            return
+        except Exception as e:  # parse_activation is total: a last line of defence
+            log.exception("parsing the message at offset %d failed", record.offset)
+            reason = f"message could not be read ({e.__class__.__name__})"
+            self._poison(record, ProtocolError(reason, kind=INTERNAL))
+            return
+        try:
+            redelivered = (self._recovery_end or {}).get(record.partition, 0) > record.offset
+            self._spawn(self._admit(record, msg, received, redelivered))
+        except Exception as e:
+            log.exception("activation %s could not be admitted", msg.activation_id)
+            reason = f"message could not be admitted ({e.__class__.__name__})"
+            self._poison(record, ProtocolError(reason, msg.partial(), INTERNAL))
+
+    def _poison(self, record: Record, error: ProtocolError) -> None:
+        """Count, log and answer (when possible) a message that will not run; its offset
+        is finished either way, so it is never delivered again."""
+        p = error.partial
+        try:
             self.metrics.bad_messages.inc()
-            p = e.partial
+            self.metrics.bad_message_kinds.labels(error.kind).inc()
             log.error(
-                "bad message at offset %d (activation %s): %s",
+                "bad message at offset %d (activation %s, %s): %s",
                 record.offset,
                 p.activation_id or "unknown",
-                e.reason,
+                error.kind,
+                error.reason[:500],
             )
             if p.answerable:
                 fallback = self.runner.fallback(
-                    p, StatusCode.WHISK_ERROR, f"The activation message is invalid: {e.reason}"
+                    p, StatusCode.WHISK_ERROR, f"The activation message is invalid: {error.reason}"
                 )
                 self._spawn(self._answer(record, self.runner.answer_fallback(p, fallback)))
-            else:
-                self._finished(record)
-            return
-        redelivered = (self._recovery_end or {}).get(record.partition, 0) > record.offset
-        self._spawn(self._admit(record, msg, received, redelivered))
+                return
+        except Exception:
+            log.exception("answering the bad message at offset %d failed", record.offset)
+        self._finished(record)
 
     async def _answer(self, record: Record, answer: Coroutine[Any, Any, None]) -> None:
         try:
@@ -401,6 +492,8 @@ class Invoker:
         self, record: Record, msg: ActivationMessage, received: float, redelivered: bool
     ) -> Coroutine[Any, Any, None] | None:
         """Resolve the action and queue the call (None), or return the answer to send."""
+        # Taken before the first await, so in receipt order whatever the fetch takes.
+        receipt = next(self._receipts)
         if redelivered:
             done = await self._finished_before(msg)
             if done is not None:
@@ -434,7 +527,7 @@ class Invoker:
             job.platform_env = self.gpu_pool.action_env()
             queue = self.gpu_calls
         job.admitted = self.clock.now()
-        queue.admit(action.docid, job, received)
+        queue.admit(action.docid, job, received, order=receipt)
         if queue.queued > COMPACT_AFTER:
             job.compact()
         self._wake()
@@ -454,6 +547,12 @@ class Invoker:
         if doc is None:
             return None
         return doc.get("response", {}).get("statusCode") == StatusCode.WHISK_ERROR
+
+    async def _dispatch_after_restart(self) -> None:
+        """The dispatch loop, looking at the queues at once: a restarted loop must not wait
+        for the next arrival or release to start what already waits."""
+        self._wake()
+        await self._dispatch_loop()
 
     async def _dispatch_loop(self) -> None:
         queues = (self.gpu_calls, self.scheduler)
@@ -481,9 +580,12 @@ class Invoker:
         answered = False
         try:
             try:
-                outcome = await self.runner.run(job, lease, cores)
+                outcome = await self._run_unless_expired(job, lease, cores)
             finally:
-                queue.finish(call, outcome.run_s if outcome else None)
+                if outcome is not None:
+                    queue.finish(call, outcome.run_s, outcome.cpu_s, outcome.cpu_wait_s)
+                else:
+                    queue.finish(call, None)
                 self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
                 self._wake()
             if outcome.answer is not None:
@@ -507,6 +609,28 @@ class Invoker:
             if answered:
                 self.offsets.finished(job.partition, job.offset)
             self.pending -= 1
+
+    async def _run_unless_expired(
+        self, job: Job, lease: Lease, cores: frozenset[int]
+    ) -> ActivationOutcome:
+        """Run the call, or answer it with an error if it waited through an outage for
+        longer than its time limit allows (:mod:`invoker.health`): no container storm when
+        the node recovers with a backlog nobody waits for any more."""
+        msg = job.msg
+        timeout_ms = job.action.limits.timeout_ms
+        if not self.health.expired(msg.transid, msg.transaction_start_ms, timeout_ms):
+            return await self.runner.run(job, lease, cores)
+        waited_s = (self.clock.epoch_ms() - msg.transaction_start_ms) / 1000
+        log.warning("activation %s expired after %.0f s: not started", msg.activation_id, waited_s)
+        self.metrics.expired.inc()
+        response = ActivationResponse.error(
+            StatusCode.WHISK_ERROR,
+            f"The activation was not started: it waited {waited_s:.0f} s while the invoker "
+            f"was unavailable, longer than its time limit ({timeout_ms / 1000:g} s) "
+            f"plus {EXPIRY_GRACE_S:.0f} s.",
+        )
+        answer = self.runner.answer_unrun(job, response)
+        return ActivationOutcome(response, run_s=None, healthy=True, answer=answer)
 
     async def _commit(self) -> None:
         positions = self.offsets.committable()

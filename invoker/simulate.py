@@ -18,7 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from containers.simulated import SIM_DURATION, SimulatedBackend
+from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
+from invoker.argtypes import nonnegative_float, positive_float, positive_int
 from invoker.bus.memory import MemoryBus
 from invoker.clock import LoopClock, VirtualTimeLoop
 from invoker.config import InvokerConfig
@@ -27,7 +28,14 @@ from invoker.protocol.controller import action_document, activation_message
 from invoker.service import Invoker
 from invoker.store.embedded import EmbeddedStore
 from invoker.summary import Outcome, summarize
-from invoker.workloads import TraceCall, read_trace, uniform_workload
+from invoker.supervisor import child
+from invoker.workloads import (
+    SEBS_CPU_SHARE,
+    TraceCall,
+    io_cpu_workload,
+    read_trace,
+    uniform_workload,
+)
 from policies import POLICY_NAMES
 
 HELP = "simulate the node scheduler and policies on a trace, with a virtual clock"
@@ -96,24 +104,27 @@ async def _simulate(
         async def call(call: TraceCall, at: float) -> float:
             await asyncio.sleep(max(0.0, at - loop.time()))
             sent = loop.time()
+            content = {SIM_DURATION: call.duration_s}
+            if call.cpu_s is not None:
+                content[SIM_CPU] = call.cpu_s
             msg = activation_message(
                 QualifiedName(NAMESPACE, call.function),
                 revisions[call.function],
                 start_ms=clock.epoch_ms(),
-                content={SIM_DURATION: call.duration_s},
+                content=content,
             )
             fut = waiting[msg.activation_id] = loop.create_future()
             await producer.send(config.invoker_topic, dumps(msg.to_json()))
             return await fut - sent
 
-        collector = asyncio.create_task(collect())
+        collector = child(collect(), name="collect-acks")
         if settings.warmup:
             # As the paper: containers warmed and E[p] learnt before measuring.
-            durations = {c.function: c.duration_s for c in trace}
+            last = {c.function: c for c in trace}
             await asyncio.gather(
                 *(
-                    call(TraceCall(0.0, fn, d), loop.time())
-                    for fn, d in durations.items()
+                    call(TraceCall(0.0, fn, c.duration_s, c.cpu_s), loop.time())
+                    for fn, c in last.items()
                     for _ in range(settings.cores)
                 )
             )
@@ -151,15 +162,26 @@ def simulate(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", help="CSV with header arrival_s,function,duration_s")
-    src.add_argument("--workload", choices=["sebs"], help="built-in generator (the paper's mix)")
+    src.add_argument("--trace", help="CSV with header arrival_s,function,duration_s[,cpu_s]")
+    src.add_argument(
+        "--workload",
+        choices=["sebs", "sebs-cpu", "io-cpu"],
+        help="built-in generator: the paper's SeBS mix with its functions' measured CPU "
+        "shares, the same mix all CPU-bound, or a 1 s sleeping + a 200 ms CPU function "
+        "at 2 calls/s each (--window, default 40 s)",
+    )
     parser.add_argument(
         "--intensity",
-        type=float,
+        type=positive_float,
         default=120.0,
         help="calls per core per minute of window (generator)",
     )
-    parser.add_argument("--window", type=float, default=60.0, help="window in seconds (generator)")
+    parser.add_argument(
+        "--window",
+        type=positive_float,
+        default=None,
+        help="window in seconds (generator; default 60)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="generator seed")
     parser.add_argument(
         "--policy",
@@ -167,14 +189,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=POLICY_NAMES,
         help="policy to simulate (repeatable; default: all)",
     )
-    parser.add_argument("--cores", type=int, default=4, help="action cores")
+    parser.add_argument("--cores", type=positive_int, default=4, help="action cores")
     parser.add_argument(
         "--cold-start",
-        type=float,
+        type=nonnegative_float,
         default=0.0,
         help="seconds to create a container (the baseline pays it most)",
     )
-    parser.add_argument("--memory-mb", type=int, default=32 * 1024, help="user memory")
+    parser.add_argument("--memory-mb", type=positive_int, default=32 * 1024, help="user memory")
     parser.add_argument("--no-warmup", action="store_true", help="start cold, with no learnt E[p]")
     parser.add_argument("--json", action="store_true", help="one JSON object per policy")
 
@@ -183,8 +205,15 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.ERROR)
     if args.trace:
         trace = read_trace(args.trace)
+    elif args.workload == "io-cpu":
+        trace = io_cpu_workload(2.0, args.window or 40.0, args.seed)
     else:
-        trace = uniform_workload(args.intensity, args.cores, args.seed, args.window)
+        shares = SEBS_CPU_SHARE if args.workload == "sebs" else None
+        trace = uniform_workload(
+            args.intensity, args.cores, args.seed, args.window or 60.0, cpu_share=shares
+        )
+    if not trace:
+        raise ValueError("no calls to simulate: raise --intensity or --window")
     settings = SimulationSettings(
         cores=args.cores,
         cold_start_s=args.cold_start,
@@ -196,18 +225,32 @@ def main(args: argparse.Namespace) -> int:
         for r in results:
             print(json.dumps(r))
         return 0
-    base = {r["policy"]: r for r in results}.get("fifo")
+    by_policy = {r["policy"]: r for r in results}
+    base, stock = by_policy.get("fifo"), by_policy.get("openwhisk")
     print(f"{len(trace)} calls, {args.cores} cores")
     print(
         f"{'policy':<10} {'mean R':>9} {'p50 R':>8} {'p95 R':>8} {'p99 R':>8} "
-        f"{'mean S':>9} {'cold':>5} {'R/FIFO':>7}"
+        f"{'mean S':>9} {'cold':>5} {'R/FIFO':>7} {'R/ow':>6} {'S/ow':>6}"
     )
+    nan = float("nan")
     for r in results:
-        ratio = r["mean_response_s"] / base["mean_response_s"] if base else float("nan")
+        ratio = r["mean_response_s"] / base["mean_response_s"] if base else nan
+        r_ow = r["mean_response_s"] / stock["mean_response_s"] if stock else nan
+        s_ow = r["mean_stretch"] / stock["mean_stretch"] if stock else nan
         print(
             f"{r['policy']:<10} {r['mean_response_s']:9.2f} {r['p50_response_s']:8.2f} "
             f"{r['p95_response_s']:8.2f} {r['p99_response_s']:8.2f} {r['mean_stretch']:9.1f} "
-            f"{r['cold_starts']:5d} {ratio:7.2f}"
+            f"{r['cold_starts']:5d} {ratio:7.2f} {r_ow:6.2f} {s_ow:6.2f}"
         )
+    functions = sorted({c.function for c in trace})
+    if len(functions) <= 12:
+        print("mean response per function (s):")
+        print(f"{'policy':<10} " + " ".join(f"{fn[:10]:>10}" for fn in functions))
+        for r in results:
+            per = r["per_function"]
+            print(
+                f"{r['policy']:<10} "
+                + " ".join(f"{per[fn]['mean_response_s']:10.2f}" for fn in functions)
+            )
     sys.stdout.flush()
     return 0

@@ -1,12 +1,13 @@
-"""What the node learns about each function: recent durations and recent arrivals.
+"""What the node learns about each function: recent durations, CPU times and arrivals.
 
-Pure and bounded: at most ``history`` durations and the arrivals of the last ``window_s``
-seconds per function, and at most ``max_functions`` functions (least recently seen are
-forgotten first).
+Pure and bounded: at most ``history`` durations (and as many CPU-time samples) and the
+arrivals of the last ``window_s`` seconds per function, and at most ``max_functions``
+functions (least recently seen are forgotten first).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -19,6 +20,9 @@ class _Function:
     total: float = 0.0
     last_received: float | None = None
     arrivals: deque[float] = field(default_factory=deque)
+    # (CPU seconds, processing seconds less CPU wait) of the last calls whose CPU was measured
+    cpu: deque[tuple[float, float]] = field(default_factory=deque)
+    share: float = 1.0  # measured CPU share of those calls (0..1); 1.0 until one is measured
 
     @property
     def known(self) -> bool:
@@ -27,6 +31,12 @@ class _Function:
     @property
     def mean(self) -> float:
         return self.total / len(self.durations)
+
+    def add_cpu(self, cpu_s: float, own_s: float) -> None:
+        self.cpu.append((cpu_s, own_s))
+        wall = sum(d for _, d in self.cpu)  # at most `history` terms
+        if wall > 0:
+            self.share = min(1.0, sum(c for c, _ in self.cpu) / wall)
 
 
 class FunctionStats:
@@ -37,8 +47,14 @@ class FunctionStats:
     the node knows (0.0 while it knows none). The prior neither favours nor penalises a new
     function, and the first finished call replaces it.
 
-    Time only moves forward here: a ``now`` earlier than one already seen (a clock jump
-    backwards) is treated as the latest time seen, so decisions stay deterministic.
+    ``share`` is the function's expected CPU share, E[cpu] / E[p] over its last ``history``
+    calls whose CPU time was measured (their time waiting for a CPU left out of ``p``): about
+    1 for a CPU-bound function, about 0 for one that mostly waits; 1.0 (a full core) until
+    one is measured.
+
+    A call keeps the receipt time it is given, even when it is admitted after a later one
+    (its action fetch was slow): its priority and place depend on when it arrived, never on
+    when it was admitted. The window of recent arrivals is kept sorted.
     """
 
     def __init__(self, history: int = 10, window_s: float = 60.0, max_functions: int = 10_000):
@@ -58,7 +74,7 @@ class FunctionStats:
     def _get(self, function: str) -> _Function:
         fn = self._functions.get(function)
         if fn is None:
-            fn = _Function(deque(maxlen=self.history))
+            fn = _Function(deque(maxlen=self.history), cpu=deque(maxlen=self.history))
             self._functions[function] = fn
             if len(self._functions) > self.max_functions:
                 _, evicted = self._functions.popitem(last=False)
@@ -76,31 +92,45 @@ class FunctionStats:
         fn = self._functions.get(function)
         return fn.mean if fn is not None and fn.known else self.prior()
 
-    def arrive(self, function: str, now: float) -> CallInfo:
-        """Record a received call and return what its priority may depend on."""
-        if now < self._latest:
-            now = self._latest
-        self._latest = now
+    def share(self, function: str) -> float:
+        fn = self._functions.get(function)
+        return 1.0 if fn is None else fn.share
+
+    def arrive(self, function: str, received: float) -> CallInfo:
+        """Record a call received at ``received`` and return what its priority may depend on.
+
+        Calls may come in out of receipt order (a slow action fetch); each keeps its own
+        receipt time. The window ends at the latest receipt seen."""
+        latest = self._latest
+        if received > latest:
+            self._latest = latest = received
         fn = self._functions.get(function)
         if fn is None:
             fn = self._get(function)
         else:
             self._functions.move_to_end(function)
         previous = fn.last_received
-        if previous is None:
-            previous = now
-        fn.last_received = now
+        if previous is None or previous > received:  # first call, or received out of order
+            previous = received
+        if fn.last_received is None or received > fn.last_received:
+            fn.last_received = received
         arrivals = fn.arrivals
-        arrivals.append(now)
-        horizon = now - self.window_s
-        while arrivals[0] <= horizon:
+        if not arrivals or received >= arrivals[-1]:
+            arrivals.append(received)
+        else:
+            bisect.insort(arrivals, received)
+        horizon = latest - self.window_s
+        while arrivals and arrivals[0] <= horizon:
             arrivals.popleft()
         durations = fn.durations
         expected = fn.total / len(durations) if durations else self.prior()
-        return CallInfo(now, expected, previous, len(arrivals))
+        return CallInfo(received, expected, previous, len(arrivals) or 1)
 
-    def finish(self, function: str, duration_s: float) -> None:
-        """Record the processing time of a finished call."""
+    def finish(
+        self, function: str, duration_s: float, cpu_s: float | None = None, waited_s: float = 0.0
+    ) -> None:
+        """Record the processing time of a finished call, and its CPU time if measured
+        (``waited_s``: how long of it the call waited for a CPU; its share is of the rest)."""
         duration_s = max(0.0, duration_s)
         fn = self._get(function)
         if fn.known:
@@ -110,6 +140,8 @@ class FunctionStats:
         fn.durations.append(duration_s)
         fn.total = sum(fn.durations)  # at most `history` terms; no drift over long uptimes
         self._sum_of_means += fn.mean
+        if cpu_s is not None:
+            fn.add_cpu(max(0.0, cpu_s), max(0.0, duration_s - max(0.0, waited_s)))
 
     def snapshot(self) -> dict[str, dict[str, float | int]]:
         """Per-function estimates, for the admin endpoint and reports."""
@@ -118,6 +150,8 @@ class FunctionStats:
                 "expected_s": fn.mean if fn.known else self.prior(),
                 "samples": len(fn.durations),
                 "recent_calls": len(fn.arrivals),
+                "cpu_share": self.share(name),
+                "cpu_samples": len(fn.cpu),
             }
             for name, fn in self._functions.items()
         }

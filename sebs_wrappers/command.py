@@ -14,6 +14,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from invoker.argtypes import positive_int
+
 HELP = "package SeBS benchmarks as OpenWhisk actions, deploy and verify them"
 DEFAULT_STATE = Path(".state/sebs")
 
@@ -54,8 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="[BENCH=]SIZE",
         help="SeBS input size (test|small|large), for all or one benchmark; repeatable",
     )
-    p.add_argument("--memory-cap", type=int, default=None, help="clamp action memory (MB)")
-    p.add_argument("--timeout-ms", type=int, default=None, help="override every action timeout")
+    p.add_argument("--memory-cap", type=positive_int, default=None, help="clamp action memory (MB)")
+    p.add_argument(
+        "--timeout-ms", type=positive_int, default=None, help="override every action timeout"
+    )
     p.add_argument("--no-verify", action="store_true")
     p.set_defaults(_sebs=_deploy)
 
@@ -67,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("run-local", help="run benchmarks through the wrapper locally")
     p.add_argument("benchmarks", nargs="*")
     common(p)
-    p.add_argument("--repeat", type=int, default=2, help="calls per benchmark (first is cold)")
+    p.add_argument(
+        "--repeat", type=positive_int, default=2, help="calls per benchmark (first is cold)"
+    )
     p.add_argument("--size", default=None, help="SeBS input size for all")
     p.set_defaults(_sebs=_run_local)
 

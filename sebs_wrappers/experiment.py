@@ -21,6 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from invoker.argtypes import (
+    input_dir,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
+
 if TYPE_CHECKING:
     from sebs_wrappers.analysis import CallRow
     from sebs_wrappers.catalog import Benchmark
@@ -88,25 +96,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--intensities",
         nargs="+",
-        type=float,
+        type=positive_float,
         help="calls per core per minute (default 30 60 90 120)",
     )
-    a("--repetitions", type=int, help="call sequences per intensity (default 5)")
-    a("--window", type=float, dest="window_s", help="seconds the calls spread over (default 60)")
-    a("--cores", type=int, help="action cores of the platform (default 2)")
-    a("--user-memory", type=int, dest="user_memory_mb", help="container memory pool, MB")
-    a("--action-timeout-ms", type=int, help="raised action time limit (default 300000)")
+    a("--repetitions", type=positive_int, help="call sequences per intensity (default 5)")
+    a(
+        "--window",
+        type=positive_float,
+        dest="window_s",
+        help="seconds the calls spread over (default 60)",
+    )
+    a("--cores", type=positive_int, help="action cores of the platform (default 2)")
+    a("--user-memory", type=positive_int, dest="user_memory_mb", help="container memory pool, MB")
+    a("--action-timeout-ms", type=positive_int, help="raised action time limit (default 300000)")
     a("--seed", type=int, help="base seed of the call sequences (default 1)")
-    a("--idle-samples", type=int, help="one-at-a-time calls per function for p (default 10)")
-    a("--warm-rounds", type=int, help="rounds of `cores` concurrent warm-up calls (default 2)")
-    a("--cooldown", type=float, dest="cooldown_s", help="pause between runs, s")
+    a(
+        "--idle-samples",
+        type=positive_int,
+        help="one-at-a-time calls per function for p (default 10)",
+    )
+    a(
+        "--warm-rounds",
+        type=nonnegative_int,
+        help="rounds of `cores` concurrent warm-up calls (default 2)",
+    )
+    a("--cooldown", type=nonnegative_float, dest="cooldown_s", help="pause between runs, s")
     a("--size", action="append", default=[], metavar="[BENCH=]SIZE", help="SeBS input sizes")
     a("--out", type=Path, dest="out_dir", help="output directory (default results/experiment)")
     a("--apihost", help="use this running OpenWhisk instead of starting standalone per policy")
     a("--auth", default=default_auth(), help="uuid:key (default: guest)")
     a("--driver", choices=("python", "gatling"), default="python", help="load generator")
     a("--resume", action="store_true", help="keep the policies already measured in --out")
-    a("--report-only", type=Path, metavar="DIR", help="re-analyse DIR's calls.csv and idle.csv")
+    a(
+        "--report-only",
+        type=input_dir,
+        metavar="DIR",
+        help="re-analyse DIR's calls.csv and idle.csv",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
@@ -161,6 +187,9 @@ def main(args: argparse.Namespace) -> int:
     from sebs_wrappers import results
 
     if args.report_only:
+        for name in ("calls.csv", "idle.csv"):
+            if not (args.report_only / name).is_file():
+                raise ValueError(f"{args.report_only}: no {name} to analyse")
         path = results.write_outputs(args.report_only)
         print(f"report: {path}")
         return 0

@@ -19,9 +19,11 @@ Point the tests at services that already run instead (then stop()/start() skip t
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -67,28 +69,56 @@ class Slot:
 
     index: int
     state_dir: Path
-    lock: IO[str] = field(repr=False)
+    locks: list[IO[str]] = field(repr=False)
 
     def port(self, base: int) -> int:
         return base + 10 * self.index
 
     def release(self) -> None:
-        self.lock.close()
+        for lock in self.locks:
+            lock.close()
+
+
+def _ports_free(index: int) -> bool:
+    """Whether nothing on this machine listens on the slot's ports (another clone's tests,
+    or a deployment left running, would make the services fail to start)."""
+    for base in (KAFKA_TEST_PORT, KAFKA_TEST_PORT + 1, COUCHDB_TEST_PORT):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            try:
+                s.bind(("127.0.0.1", base + 10 * index))
+            except OSError:
+                return False
+    return True
 
 
 def acquire_slot() -> Slot:
-    """Take the first free test slot (0: .state/test, 1: .state/test-1, ...)."""
+    """Take the first free test slot (0: .state/test, 1: .state/test-1, ...).
+
+    The ports belong to the machine, not to this clone: a slot is also locked in a
+    machine-wide folder, and skipped while something else listens on its ports, so two
+    clones (a newcomer's private one beside another) can run their suites at once."""
     TEST_STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    machine_locks = Path(tempfile.gettempdir()) / "ow-invoker-test-slots"
+    machine_locks.mkdir(exist_ok=True)
+    with contextlib.suppress(PermissionError):
+        machine_locks.chmod(0o1777)
     for index in range(_MAX_SLOTS):
         name = "test" if index == 0 else f"test-{index}"
-        lock = open(TEST_STATE_ROOT / f"{name}.lock", "w")  # noqa: SIM115 - held for the session
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        held = []
+        for path in (machine_locks / f"slot-{index}.lock", TEST_STATE_ROOT / f"{name}.lock"):
+            lock = open(path, "a")  # noqa: SIM115 - held for the session
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                break
+            held.append(lock)
+        if len(held) == 2 and _ports_free(index):
+            return Slot(index, TEST_STATE_ROOT / name, held)
+        for lock in held:
             lock.close()
-            continue
-        return Slot(index, TEST_STATE_ROOT / name, lock)
-    raise ServiceError(f"all {_MAX_SLOTS} test slots under {TEST_STATE_ROOT} are in use")
+    raise ServiceError(f"all {_MAX_SLOTS} test slots are in use (or their ports are taken)")
 
 
 # ------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
  *
  * The zygote (python_runtime.py) prepares the container process (session, cgroup, working
  * directory, private /tmp, minimal environment, fd 1/2 on pipes it drains into the
- * container's json-file log) and then execs `node node_runtime.js --listen-fd 3`. Output is
+ * container's json-file log) and then execs `node - node_runtime.js --listen-fd 3` with this
+ * file on stdin (opened before it switches to the action's user). Output is
  * therefore captured at the file-descriptor level: console.*, process.stdout.write, native
  * addons and child processes all land in the log, and nothing is lost if node crashes.
  * Standalone use: `node node_runtime.js --port 8080`.
@@ -143,6 +144,57 @@ function envText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+/** A /init or /run body refused before any action code runs; `spent`: it uses up the /init. */
+class BadBody extends Error {
+  constructor(status, message, spent = false) {
+    super(message);
+    this.status = status;
+    this.spent = spent;
+  }
+}
+
+/** One environment variable, or BadBody naming what the OS would refuse or truncate. */
+function envEntry(name, value, what) {
+  let text;
+  try {
+    text = envText(value);
+  } catch (e) { // nested too deeply for JSON.stringify (RangeError)
+    throw new BadBody(400, `The ${what} value of ${JSON.stringify(String(name).slice(0, 64))} cannot be written.`, true);
+  }
+  if (!name || name.includes('=') || name.includes('\0') || String(text).includes('\0')) {
+    throw new BadBody(400, `The ${what} has an invalid variable name or value: ${JSON.stringify(String(name).slice(0, 64))}.`, true);
+  }
+  return [name, text];
+}
+
+/** {code, main, binary, env} of an /init body, or BadBody. */
+function parseInit(body) {
+  let msg;
+  try { msg = JSON.parse(body); } catch (e) { throw new BadBody(400, 'The /init body is not valid JSON.'); }
+  const value = msg && typeof msg.value === 'object' && msg.value !== null ? msg.value : {};
+  const main = value.main || 'main';
+  if (typeof value.code !== 'string' || !value.code || typeof main !== 'string') {
+    throw new BadBody(403, 'Missing main/no code to execute.');
+  }
+  const env = value.env && typeof value.env === 'object'
+    ? Object.entries(value.env).map(([k, v]) => envEntry(k, v, '/init env'))
+    : [];
+  return { code: value.code, main, binary: Boolean(value.binary), env };
+}
+
+/** {value, env} of a /run body, or BadBody. */
+function parseRun(body) {
+  let msg;
+  try { msg = JSON.parse(body); } catch (e) { throw new BadBody(400, 'The /run body is not valid JSON.'); }
+  if (!msg || typeof msg !== 'object' || Array.isArray(msg)) {
+    throw new BadBody(400, 'The /run body is not a JSON object.');
+  }
+  const env = Object.entries(msg)
+    .filter(([k]) => k !== 'value')
+    .map(([k, v]) => envEntry(`__OW_${k.toUpperCase()}`, v, '/run context'));
+  return { value: msg.value === undefined ? {} : msg.value, env };
+}
+
 function writeSentinels() {
   process.stdout.write(SENTINEL);
   process.stderr.write(SENTINEL);
@@ -157,17 +209,20 @@ class Runtime {
 
   init(body) {
     if (this.initAttempted) return [403, { error: 'Cannot initialize the action more than once.' }];
-    let msg;
-    try { msg = JSON.parse(body); } catch (e) { return [400, { error: 'The /init body is not valid JSON.' }]; }
-    const value = msg && typeof msg.value === 'object' && msg.value !== null ? msg.value : {};
-    const main = value.main || 'main';
-    if (typeof value.code !== 'string' || !value.code || typeof main !== 'string') {
-      return [403, { error: 'Missing main/no code to execute.' }];
+    let value;
+    try {
+      value = parseInit(body);
+    } catch (e) {
+      if (!(e instanceof BadBody)) throw e;
+      if (e.spent) {
+        this.initAttempted = true;
+        writeSentinels();
+      }
+      return [e.status, { error: e.message }];
     }
+    const main = value.main;
     this.initAttempted = true;
-    if (value.env && typeof value.env === 'object') {
-      for (const [k, v] of Object.entries(value.env)) process.env[k] = envText(v);
-    }
+    for (const [k, v] of value.env) process.env[k] = v;
     try {
       const fn = value.binary ? this.loadZip(value.code, main) : this.loadSource(value.code, main);
       if (typeof fn !== 'function') throw new Error(`Action entrypoint '${main}' is not a function.`);
@@ -212,16 +267,16 @@ class Runtime {
   async runAction(body) {
     if (!this.main) return [500, { error: 'no action defined yet' }];
     let msg;
-    try { msg = JSON.parse(body); } catch (e) { return [400, { error: 'The /run body is not valid JSON.' }]; }
-    if (!msg || typeof msg !== 'object' || Array.isArray(msg)) {
-      return [400, { error: 'The /run body is not a JSON object.' }];
+    try {
+      msg = parseRun(body);
+    } catch (e) {
+      if (!(e instanceof BadBody)) throw e;
+      return [e.status, { error: e.message }];
     }
-    for (const [k, v] of Object.entries(msg)) {
-      if (k !== 'value') process.env[`__OW_${k.toUpperCase()}`] = envText(v);
-    }
+    for (const [k, v] of msg.env) process.env[k] = v;
     let result;
     try {
-      result = this.main(msg.value === undefined ? {} : msg.value);
+      result = this.main(msg.value);
     } catch (e) {
       console.error(e);
       return [502, { error: describe(e) }];
@@ -260,9 +315,14 @@ function serve(listen) {
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       let answer;
-      if (req.method === 'POST' && req.url === '/run') answer = await runtime.run(body);
-      else if (req.method === 'POST' && req.url === '/init') answer = runtime.init(body);
-      else answer = [404, { error: 'not found' }];
+      try {
+        if (req.method === 'POST' && req.url === '/run') answer = await runtime.run(body);
+        else if (req.method === 'POST' && req.url === '/init') answer = runtime.init(body);
+        else answer = [404, { error: 'not found' }];
+      } catch (e) { // the server outlives any one request
+        console.error(e);
+        answer = [500, { error: `The runtime failed: ${describe(e)}` }];
+      }
       const text = typeof answer[1] === 'string' ? answer[1] : JSON.stringify(answer[1]);
       res.writeHead(answer[0], {
         'Content-Type': 'application/json',
@@ -287,6 +347,10 @@ function main(argv) {
   else serve({ port: portAt >= 0 ? Number(argv[portAt + 1]) : 8080, host: '127.0.0.1' });
 }
 
-module.exports = { memberPath, readZip, extractZip, Runtime, UnsafeArchive, SENTINEL };
+module.exports = {
+  memberPath, readZip, extractZip, Runtime, UnsafeArchive, SENTINEL, BadBody, parseInit, parseRun,
+};
 
-if (require.main === module) main(process.argv.slice(2));
+// Run as a script: `node node_runtime.js ...`, or `node - ...` with this file on stdin (how the
+// process backend starts it, so that an action user need not read the project's directory).
+if (require.main === module || module.id === '[stdin]') main(process.argv.slice(2));

@@ -307,6 +307,80 @@ def write_sentinels() -> None:
             pass
 
 
+class BadBody(ValueError):
+    """A ``/init`` or ``/run`` body refused before any action code runs. ``spent``: the
+    refusal uses up the container's one ``/init`` (the code was there but unusable)."""
+
+    def __init__(self, status: int, message: str, spent: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.spent = spent
+
+
+def _body_object(body: bytes, what: str) -> Any:
+    """The body's JSON, or BadBody: never RecursionError or another surprise."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise BadBody(400, f"The {what} body is nested too deeply.") from None
+    except (ValueError, TypeError):  # UnicodeDecodeError, over-long integers included
+        raise BadBody(400, f"The {what} body is not valid JSON.") from None
+
+
+def _env_entry(name: Any, value: Any, what: str) -> tuple[str, str]:
+    """One environment variable, or BadBody naming what the OS would refuse."""
+    try:
+        text = _env_text(value)
+    except (RecursionError, ValueError, TypeError):
+        shown = str(name)[:64]
+        raise BadBody(400, f"The {what} value of {shown!r} cannot be written.", True) from None
+    if not isinstance(name, str) or not name or "=" in name or "\0" in name or "\0" in text:
+        shown = str(name)[:64]
+        raise BadBody(400, f"The {what} has an invalid variable name or value: {shown!r}.", True)
+    try:
+        os.fsencode(name), os.fsencode(text)
+    except UnicodeError:
+        raise BadBody(400, f"The {what} variable {name[:64]!r} is not valid text.", True) from None
+    return name, text
+
+
+def parse_init(body: bytes) -> tuple[str, str, bytes | None, dict[str, str]]:
+    """``(code, main, zip bytes or None, environment)`` of an ``/init`` body, or BadBody."""
+    msg = _body_object(body, "/init")
+    value = msg.get("value") if isinstance(msg, dict) else None
+    if not isinstance(value, dict):
+        value = {}
+    code = value.get("code")
+    main_name = value.get("main") or "main"
+    if not isinstance(code, str) or not code or not isinstance(main_name, str):
+        raise BadBody(403, NO_CODE)
+    data = None
+    if value.get("binary"):
+        try:
+            data = base64.b64decode(code, validate=True)
+        except ValueError:
+            raise BadBody(400, "The action code is not valid base64.", True) from None
+    env_value = value.get("env")
+    env = (
+        dict(_env_entry(k, v, "/init env") for k, v in env_value.items())
+        if isinstance(env_value, dict)
+        else {}
+    )
+    return code, main_name, data, env
+
+
+def parse_run(body: bytes) -> tuple[Any, dict[str, str]]:
+    """``(value, environment)`` of a ``/run`` body, or BadBody."""
+    msg = _body_object(body, "/run")
+    if not isinstance(msg, dict):
+        raise BadBody(400, "The /run body is not a JSON object.")
+    env = dict(
+        _env_entry("__OW_" + k.upper(), v, "/run context") for k, v in msg.items() if k != "value"
+    )
+    return msg.get("value", {}), env
+
+
 class ActionRuntime:
     """``/init`` and ``/run`` for one action; answers are ``(status, JSON body)``."""
 
@@ -320,26 +394,14 @@ class ActionRuntime:
         if self.init_attempted:
             return 403, _json({"error": INIT_TWICE})
         try:
-            msg = json.loads(body)
-        except ValueError:
-            return 400, _json({"error": "The /init body is not valid JSON."})
-        value = msg.get("value") if isinstance(msg, dict) else None
-        if not isinstance(value, dict):
-            value = {}
-        code = value.get("code")
-        main_name = value.get("main") or "main"
-        if not isinstance(code, str) or not code or not isinstance(main_name, str):
-            return 403, _json({"error": NO_CODE})
+            code, main_name, data, env = parse_init(body)
+        except BadBody as e:
+            if e.spent:
+                self.init_attempted = True
+                write_sentinels()
+            return e.status, _json({"error": e.message})
         self.init_attempted = True
-        try:
-            data = base64.b64decode(code, validate=True) if value.get("binary") else None
-        except ValueError:
-            write_sentinels()
-            return 400, _json({"error": "The action code is not valid base64."})
-        env = value.get("env")
-        if isinstance(env, dict):
-            for k, v in env.items():
-                os.environ[str(k)] = _env_text(v)
+        os.environ.update(env)
         try:
             if pool := os.environ.get("__OW_GPU_POOL"):
                 self._install_gpu_client(pool)
@@ -367,17 +429,12 @@ class ActionRuntime:
         if self.main is None:
             return 500, _json({"error": NOT_INITIALIZED})
         try:
-            msg = json.loads(body)
-        except ValueError:
-            return 400, _json({"error": "The /run body is not valid JSON."})
-        if not isinstance(msg, dict):
-            return 400, _json({"error": "The /run body is not a JSON object."})
-        environ = os.environ
-        for k, v in msg.items():
-            if k != "value":
-                environ["__OW_" + k.upper()] = _env_text(v)
+            value, env = parse_run(body)
+        except BadBody as e:
+            return e.status, _json({"error": e.message})
+        os.environ.update(env)
         try:
-            result = self.main(msg.get("value", {}))
+            result = self.main(value)
         except Exception as e:
             # As the stock launcher: the traceback goes to the logs and the error becomes the
             # result (HTTP 200, an application error; the container stays warm).
@@ -560,12 +617,16 @@ class _Conn:
                 body = bytes(self.buf[hlen : hlen + length])
                 del self.buf[: hlen + length]
                 self.continued = False
-                if method == "POST" and path == "/run":
-                    status, payload = runtime.run(body)
-                elif method == "POST" and path == "/init":
-                    status, payload = runtime.init(body)
-                else:
-                    status, payload = 404, _json({"error": "not found"})
+                try:
+                    if method == "POST" and path == "/run":
+                        status, payload = runtime.run(body)
+                    elif method == "POST" and path == "/init":
+                        status, payload = runtime.init(body)
+                    else:
+                        status, payload = 404, _json({"error": "not found"})
+                except Exception as e:  # the server outlives any one request
+                    traceback.print_exc()
+                    status, payload = 500, _json({"error": f"The runtime failed: {_describe(e)}"})
                 sock.sendall(_response(status, payload, keep_alive))
                 if not keep_alive:
                     return False
@@ -601,6 +662,15 @@ def enter_session(zygote_pid: int, keep: tuple[int, int, int, int], max_fd: int)
     for target, fd in zip((1, 2, 3, 4), high, strict=True):
         os.dup2(fd, target, inheritable=target != 4)
     os.closerange(5, max_fd + 1)
+
+
+def enter_stdin(path: str) -> None:
+    """Make ``path`` the child's stdin. A runtime exec'd as another user reads its script from
+    here (``node -``), so it needs no access to the project's directory."""
+    fd = os.open(path, os.O_RDONLY)
+    if fd != 0:
+        os.dup2(fd, 0)
+        os.close(fd)
 
 
 def enter_container(req: dict[str, Any], zygote_pid: int) -> None:
@@ -823,10 +893,12 @@ class Zygote:
         prefix: str,
         spares: int,
         cgroups: CgroupLayout,
+        run: str = "",
     ) -> None:
         self.project_root = project_root
         self.parent_pid = parent_pid
         self.prefix = prefix
+        self.run_tag = run or str(os.getpid())
         self.target_spares = spares
         self.cgroups = cgroups
         self.children: set[int] = set()
@@ -932,7 +1004,7 @@ class Zygote:
 
     def fork_spare(self) -> _Spare:
         self.seq += 1
-        dirs = self.cgroups.make(f"{self.prefix}_spare_{self.pid}_{self.seq}")
+        dirs = self.cgroups.make(f"{self.prefix}_spare_{self.run_tag}_{self.seq}")
         fds: list[int] = []
         lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -983,6 +1055,8 @@ class Zygote:
                 code = 0
                 return  # discarded by the zygote
             req = json.loads(data)
+            if stdin := req.get("stdin"):  # opened before any change of user: see enter_stdin
+                enter_stdin(stdin)
             enter_container(req, self.pid)
             if argv := req.get("exec"):
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -1142,6 +1216,7 @@ def main(argv: list[str]) -> int:
     z.add_argument("--parent-pid", type=int, default=0)
     z.add_argument("--marker", default="wsk", help="the backend's name prefix (also in ps)")
     z.add_argument("--spares", type=int, default=2, help="children forked ahead of demand")
+    z.add_argument("--run", default="", help="unique per zygote: names its spares' cgroups")
     z.add_argument("--cgroup-version", type=int, default=0)
     z.add_argument("--cgroup-memory", default=None, help="parent of container memory cgroups")
     z.add_argument("--cgroup-cpu", default=None, help="parent of container cpu cgroups (v1)")
@@ -1154,7 +1229,9 @@ def main(argv: list[str]) -> int:
     if args.mode == "zygote":
         try:
             layout = CgroupLayout(args.cgroup_version, args.cgroup_memory, args.cgroup_cpu)
-            Zygote(args.project_root, args.parent_pid, args.marker, args.spares, layout).run()
+            Zygote(
+                args.project_root, args.parent_pid, args.marker, args.spares, layout, args.run
+            ).run()
         except SystemExit as e:
             return e.code if isinstance(e.code, int) else 0
         return 0

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
+    InconsistentGroupProtocolError,
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     TopicAlreadyExistsError,
+    for_code,
 )
 from aiokafka.structs import OffsetAndMetadata
 
@@ -27,6 +32,42 @@ INVOKER_TOPIC_CONFIG = {
     "retention.ms": "172800000",
     "max.message.bytes": str(MAX_MESSAGE_BYTES),
 }
+C = TypeVar("C", AIOKafkaConsumer, AIOKafkaProducer)
+START_BACKOFF_S = (0.5, 5.0)  # first and largest wait between attempts to start a client
+
+
+def _start_problem(e: KafkaError, bootstrap: str) -> str:
+    """What a failed client start waits for, in words for the log."""
+    if isinstance(e, InconsistentGroupProtocolError):
+        return (
+            "for a member that speaks an incompatible protocol to leave: a previous invoker "
+            "with this id that did not leave the group; the broker drops it when its session "
+            "times out (30 s for the stock invoker)"
+        )
+    if isinstance(e, KafkaConnectionError):
+        return f"for Kafka at {bootstrap} to answer ({e})"
+    return f"{e.__class__.__name__}: {e}"
+
+
+async def _start_with_retry(
+    client: C, make: Callable[[], C], what: str, problem: Callable[[KafkaError], str]
+) -> C:
+    """Start an aiokafka client, retrying with back-off for as long as it takes (a failed
+    client cannot be started again: each attempt uses a new one from ``make``)."""
+    backoff, largest = START_BACKOFF_S
+    while True:
+        try:
+            await client.start()
+            return client
+        except KafkaError as e:
+            log.warning("%s: waiting %s; next try in %.1f s", what, problem(e), backoff)
+            try:
+                await client.stop()
+            except Exception as stop_error:
+                log.debug("stopping the failed %s: %s", what, stop_error)
+            client = make()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, largest)
 
 
 class KafkaConsumer:
@@ -39,7 +80,9 @@ class KafkaConsumer:
         heartbeat_interval_ms: int = 10_000,
     ) -> None:
         self.topic = topic
-        self._consumer = AIOKafkaConsumer(
+        self.bootstrap = bootstrap
+        self.group = group
+        self._make = lambda: AIOKafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
             group_id=group,
@@ -53,10 +96,18 @@ class KafkaConsumer:
             max_partition_fetch_bytes=2 * MAX_MESSAGE_BYTES,
             fetch_max_bytes=8 * MAX_MESSAGE_BYTES,
         )
+        self._consumer = self._make()
         self._paused = False
 
     async def start(self) -> None:
-        await self._consumer.start()
+        """Join the group; while it cannot (the broker not ready, a lingering previous
+        member), log why and keep trying."""
+        self._consumer = await _start_with_retry(
+            self._consumer,
+            self._make,
+            f"joining consumer group {self.group} on {self.topic}",
+            lambda e: _start_problem(e, self.bootstrap),
+        )
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
         batches = await self._consumer.getmany(
@@ -96,16 +147,24 @@ class KafkaProducer:
     def __init__(
         self, bootstrap: str, request_timeout_ms: int = 30_000, linger_ms: int = 0
     ) -> None:
-        self._producer = AIOKafkaProducer(
+        self.bootstrap = bootstrap
+        self._make = lambda: AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks=1,
             max_request_size=MAX_MESSAGE_BYTES,
             request_timeout_ms=request_timeout_ms,
             linger_ms=linger_ms,
         )
+        self._producer = self._make()
 
     async def start(self) -> None:
-        await self._producer.start()
+        """Connect; while the broker is not ready, log it and keep trying."""
+        self._producer = await _start_with_retry(
+            self._producer,
+            self._make,
+            "starting a Kafka producer",
+            lambda e: _start_problem(e, self.bootstrap),
+        )
 
     async def send(self, topic: str, value: bytes) -> None:
         try:
@@ -117,6 +176,10 @@ class KafkaProducer:
 
     async def stop(self) -> None:
         await self._producer.stop()
+
+
+class TopicError(ValueError):
+    """The broker refused to create a topic (bad configuration, not an outage)."""
 
 
 class KafkaBus:
@@ -133,25 +196,34 @@ class KafkaBus:
         return KafkaProducer(self.bootstrap, linger_ms=5 if batching else 0)
 
     async def ensure_topic(self, topic: str, config: dict[str, str]) -> None:
+        """Create ``topic`` unless it exists. The broker answers per topic inside its response
+        rather than by raising: "already exists" is fine, any other answer is a
+        :class:`TopicError` naming the topic and the broker's reason."""
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
         await admin.start()
         try:
-            await admin.create_topics(
+            response = await admin.create_topics(
                 [NewTopic(topic, 1, self.replication_factor, topic_configs=config)]
             )
-            log.info("created topic %s", topic)
-        except TopicAlreadyExistsError:
-            pass
-        except KafkaError as e:
-            # Some brokers answer "exists" inside the response rather than raising.
-            if "exist" not in str(e).lower():
-                raise
+        except TopicAlreadyExistsError:  # in case a client version raises it after all
+            response = None
         finally:
             await admin.close()
+        answers = {a[0]: a[1:] for a in response.topic_errors} if response else {}
+        code, *message = answers.get(topic, (TopicAlreadyExistsError.errno,))
+        if code == 0:
+            log.info("created topic %s", topic)
+        elif code == TopicAlreadyExistsError.errno:
+            log.info("topic %s exists", topic)
+        else:
+            error = for_code(code)
+            reason = (message[0] if message else None) or error.description
+            raise TopicError(f"cannot create Kafka topic {topic}: {error.__name__}: {reason}")
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Wait until the broker answers metadata requests."""
         deadline = asyncio.get_running_loop().time() + timeout_s
+        attempts = 0
         while True:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
             try:
@@ -161,4 +233,7 @@ class KafkaBus:
             except KafkaError as e:
                 if asyncio.get_running_loop().time() > deadline:
                     raise BusUnavailable(f"Kafka at {self.bootstrap} unreachable: {e}") from e
+                if attempts % 20 == 0:  # every 10 s
+                    log.warning("waiting for Kafka at %s to answer: %s", self.bootstrap, e)
+                attempts += 1
                 await asyncio.sleep(0.5)

@@ -7,12 +7,23 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from invoker import config as configuration
 from invoker import logs
+from invoker.supervisor import child
+
+T = TypeVar("T")
+FAILED_EXIT_S = 3.5  # a failed node exits within 5 s of the failure
+EXIT_FAILED = 3
 
 HELP = "join an OpenWhisk deployment as invoker N (Kafka in, CouchDB records and acks out)"
 log = logging.getLogger("invoker")
+
+
+class NodeFailed(Exception):
+    """A background task kept failing: the process must exit non-zero to be restarted."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +55,7 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
     log.info("waiting for Kafka at %s and CouchDB at %s", cfg.kafka, cfg.couchdb_url)
-    await bus.wait_ready()
+    await bus.wait_ready(timeout_s=float("inf"))  # as long as it takes, saying so
     await store.wait_ready()
     for db in (cfg.whisks_db, cfg.activations_db):
         await store.ensure_db(db)
@@ -52,17 +63,47 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     await invoker.start()
     admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
     log.info("admin HTTP on http://%s:%d", cfg.admin_host, cfg.admin_port)
+    failure = None
     try:
-        await wait_for_signal()
-        log.info("stopping (deadline %.0fs)", shutdown_deadline)
+        failure = await wait_for_signal_or(invoker.supervisor.wait_failed())
+        if failure is None:
+            log.info("stopping (deadline %.0fs)", shutdown_deadline)
     finally:
         await admin.cleanup()
-        await invoker.stop(shutdown_deadline)
-        await store.close()
+        if failure is None:
+            await invoker.stop(shutdown_deadline)
+            await store.close()
+    if failure is not None:
+        # Exit soon, for systemd or Kubernetes to start a healthy process: calls still
+        # running are handed back (re-delivered), leftover containers go at the next start.
+        log.critical("exiting: %s", failure)
+        try:
+            async with asyncio.timeout(FAILED_EXIT_S):
+                await invoker.stop(deadline_s=1.0)
+                await store.close()
+        except TimeoutError:
+            log.warning("shutdown took longer than %.0f s: exiting anyway", FAILED_EXIT_S)
+        raise NodeFailed(failure)
+
+
+async def wait_for_signal_or(other: Coroutine[Any, Any, T]) -> T | None:
+    """Wait for SIGTERM/SIGINT (None) or for ``other`` to finish (its result)."""
+    waiter = child(other, name="wait-failed")
+    signalled = child(wait_for_signal(), name="wait-signal")
+    try:
+        await asyncio.wait((waiter, signalled), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (waiter, signalled):
+            t.cancel()
+        await asyncio.gather(waiter, signalled, return_exceptions=True)
+    return waiter.result() if waiter.done() and not waiter.cancelled() else None
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = configuration.load(args)
     logs.setup(cfg.log_level)
-    asyncio.run(serve(cfg, args.shutdown_deadline))
+    try:
+        asyncio.run(serve(cfg, args.shutdown_deadline))
+    except NodeFailed:
+        return EXIT_FAILED
     return 0

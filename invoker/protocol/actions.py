@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from invoker.protocol.errors import ProtocolError
+from invoker.protocol.errors import INTERNAL, ProtocolError
 
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_MEMORY_MB = 256
@@ -122,7 +122,7 @@ def resolve_kind(kind: str, defaults: dict[str, str]) -> str:
     if k.endswith(":default"):
         family = k.split(":", 1)[0]
         if family not in defaults:
-            raise ProtocolError(f"no default runtime for kind {kind!r}")
+            raise ProtocolError(f"no default runtime for kind {kind[:64]!r}")
         return defaults[family]
     return k
 
@@ -162,11 +162,27 @@ def action_from_document(
     doc: Any, kind_defaults: dict[str, str] | None = None, revision: str | None = None
 ) -> Action:
     """Read an action document in any stored form (inline code, ``mem:`` names, attachments,
-    binary zips, blackbox images)."""
+    binary zips, blackbox images). Total: anything unusable raises :class:`ProtocolError`,
+    never another exception."""
+    try:
+        return _action_from_document(doc, kind_defaults, revision)
+    except ProtocolError:
+        raise
+    except Exception as e:  # RecursionError, OverflowError, ...: a document we cannot read
+        raise ProtocolError(
+            f"action document could not be read ({e.__class__.__name__})", kind=INTERNAL
+        ) from None
+
+
+def _action_from_document(
+    doc: Any, kind_defaults: dict[str, str] | None, revision: str | None
+) -> Action:
     if not isinstance(doc, dict):
         raise ProtocolError("action document is not an object")
-    if doc.get("entityType", "action") != "action":
-        raise ProtocolError(f"document is a {doc.get('entityType')!r}, not an action")
+    entity_type = doc.get("entityType", "action")
+    if entity_type != "action":
+        shown = entity_type if isinstance(entity_type, str) else type(entity_type).__name__
+        raise ProtocolError(f"document is a {shown[:64]!r}, not an action")
     docid = doc.get("_id")
     namespace, name = doc.get("namespace"), doc.get("name")
     if not all(isinstance(v, str) and v for v in (docid, namespace, name)):

@@ -30,10 +30,25 @@ class Partial:
         return self.activation_id is not None and self.controller is not None
 
 
-class ProtocolError(ValueError):
-    """A message or document that does not follow OpenWhisk's format."""
+# What made a message unreadable, as counted on ``/metrics`` (label ``kind``).
+TOO_LARGE = "too_large"
+EMPTY = "empty"
+NOT_UTF8 = "not_utf8"
+NOT_JSON = "not_json"
+TOO_DEEP = "too_deep"
+NUMBER = "number_out_of_range"
+NOT_OBJECT = "not_object"
+INVALID = "invalid_field"
+INTERNAL = "internal"
+KINDS = (TOO_LARGE, EMPTY, NOT_UTF8, NOT_JSON, TOO_DEEP, NUMBER, NOT_OBJECT, INVALID, INTERNAL)
 
-    def __init__(self, reason: str, partial: Partial | None = None) -> None:
+
+class ProtocolError(ValueError):
+    """A message or document that does not follow OpenWhisk's format. ``kind`` says which
+    way it failed (one of :data:`KINDS`), for counting poison messages."""
+
+    def __init__(self, reason: str, partial: Partial | None = None, kind: str = INVALID) -> None:
         super().__init__(reason)
         self.reason = reason
         self.partial = partial or Partial()
+        self.kind = kind

@@ -8,15 +8,17 @@ from typing import Any
 from invoker.protocol.actions import Action
 
 SYSTEM_PAYLOAD_MAX = 1024 * 1024
-_SIZE_RE = re.compile(r"\s?(\d+)\s?(GB|MB|KB|B|G|M|K)\s?", re.IGNORECASE)
+# At most 30 digits: int() of a longer string is slow, and beyond 4300 digits it raises.
+_SIZE_RE = re.compile(r"\s?(\d{1,30})\s?(GB|MB|KB|B|G|M|K)\s?", re.IGNORECASE)
 _FACTORS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
 
 def parse_byte_size(value: Any) -> int | None:
-    """OpenWhisk ByteSize strings (``"1 MB"``, ``"2147483648 B"``) or plain byte counts."""
+    """OpenWhisk ByteSize strings (``"1 MB"``, ``"2147483648 B"``) or plain byte counts;
+    None for anything else (negative counts included)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
+        return value if value >= 0 else None
+    if isinstance(value, str) and len(value) <= 40:
         m = _SIZE_RE.fullmatch(value)
         if m:
             return int(m.group(1)) * _FACTORS[m.group(2).lower()]

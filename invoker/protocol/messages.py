@@ -11,10 +11,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from invoker.protocol import errors
 from invoker.protocol.errors import Partial, ProtocolError
 from invoker.protocol.json import JSONDecodeError, loads
+from invoker.protocol.limits import parse_byte_size
+from invoker.protocol.salvage import classify, shallow_object
 
 MAX_MESSAGE_BYTES = 1_054_644  # whisk.activation.payload.max (1 MiB) + serdes overhead
+MAX_TRANSID_DEPTH = 16  # a transid with its chain of parents: the controller nests a few
 
 _ID_RE = re.compile(r"[A-Za-z0-9]{1,64}")
 _CONTROLLER_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -144,13 +148,26 @@ def _str(value: Any, what: str, partial: Partial, pattern: re.Pattern[str] | Non
 
 
 def _valid_transid(value: Any) -> bool:
-    if not isinstance(value, list) or len(value) < 2 or len(value) > 4:
-        return False
-    if not isinstance(value[0], str) or not 0 < len(value[0]) <= 256:
-        return False
-    if isinstance(value[1], bool) or not isinstance(value[1], int):
-        return False
-    return all(isinstance(extra, bool) or _valid_transid(extra) for extra in value[2:])
+    """``[id, startMillis]`` plus an optional extra-logging flag and/or a parent transid of
+    the same form, nested at most :data:`MAX_TRANSID_DEPTH` levels (checked without
+    recursion: a message nested a thousand levels deep must not exhaust the stack)."""
+    pending = [value]
+    for _ in range(MAX_TRANSID_DEPTH):
+        if not pending:
+            return True
+        value = pending.pop()
+        if not isinstance(value, list) or len(value) < 2 or len(value) > 4:
+            return False
+        if not isinstance(value[0], str) or not 0 < len(value[0]) <= 256:
+            return False
+        if isinstance(value[1], bool) or not isinstance(value[1], int):
+            return False
+        for extra in value[2:]:
+            if not isinstance(extra, bool):
+                pending.append(extra)
+        if len(pending) > 1:
+            return False  # at most one parent per level
+    return not pending
 
 
 def _qualified_name(value: Any, partial: Partial) -> QualifiedName:
@@ -233,16 +250,58 @@ def _salvage(obj: dict[str, Any]) -> Partial:
     )
 
 
-def parse_activation(raw: bytes | str) -> ActivationMessage:
-    """Parse a controller's ActivationMessage, accepting every form the spec lists."""
+def _json_type(value: Any) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), "object")
+
+
+def _salvage_raw(raw: Any) -> Partial:
+    """What an unparseable message still tells, read leniently; never raises."""
+    try:
+        return _salvage(shallow_object(raw))
+    except Exception:
+        return Partial()
+
+
+def parse_activation(raw: bytes | bytearray | memoryview | str) -> ActivationMessage:
+    """Parse a controller's ActivationMessage, accepting every form the spec lists.
+
+    Total: any input either parses or raises :class:`ProtocolError` (with what could be
+    salvaged for an answer); no other exception escapes, whatever the nesting, size,
+    encoding or numbers."""
+    try:
+        return _parse_activation(raw)
+    except ProtocolError:
+        raise
+    except Exception as e:  # RecursionError, MemoryError, OverflowError, ...: still poison
+        raise ProtocolError(
+            f"message could not be read ({e.__class__.__name__})",
+            _salvage_raw(raw),
+            errors.INTERNAL,
+        ) from None
+
+
+def _parse_activation(raw: bytes | bytearray | memoryview | str) -> ActivationMessage:
+    if not isinstance(raw, bytes | bytearray | memoryview | str):
+        raise ProtocolError(f"message is a {raw.__class__.__name__}, not bytes", kind=errors.EMPTY)
+    if len(raw) == 0:
+        raise ProtocolError("message is empty", kind=errors.EMPTY)
     if len(raw) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES} bytes")
+        raise ProtocolError(
+            f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES} bytes",
+            _salvage_raw(raw),
+            errors.TOO_LARGE,
+        )
     try:
         obj = loads(raw)
     except (JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"message is not valid JSON: {e}") from None
+        raise ProtocolError(
+            f"message is not valid JSON: {e}", _salvage_raw(raw), classify(raw, e)
+        ) from None
     if not isinstance(obj, dict):
-        raise ProtocolError("message is not a JSON object")
+        raise ProtocolError(
+            f"message is a JSON {_json_type(obj)}, not an object", kind=errors.NOT_OBJECT
+        )
     partial = _salvage(obj)
     transid = obj.get("transid")
     if not _valid_transid(transid):
@@ -359,3 +418,111 @@ def combined_ack(
 
 def ping_message(instance: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
     return {"name": instance, "isEnabled": enabled}
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """An acknowledgement on ``completed<C>`` as the controller reads it: a ResultMessage
+    (``response`` only), a CompletionMessage (``instance`` only) or both combined.
+    ``record`` is the activation record, None when shrunk to the id or absent."""
+
+    activation_id: str
+    transid: Any
+    has_response: bool
+    record: dict[str, Any] | None
+    instance: int | None  # the invoker, for completions; None for a result alone
+    system_error: bool
+
+
+def parse_ack(raw: bytes | bytearray | memoryview | str) -> Ack:
+    """Read one ack; total like :func:`parse_activation` (ProtocolError or an Ack)."""
+    try:
+        return _parse_ack(raw)
+    except ProtocolError:
+        raise
+    except Exception as e:
+        raise ProtocolError(
+            f"ack could not be read ({e.__class__.__name__})", kind=errors.INTERNAL
+        ) from None
+
+
+def _object(raw: Any, what: str) -> dict[str, Any]:
+    if not isinstance(raw, bytes | bytearray | memoryview | str) or len(raw) == 0:
+        raise ProtocolError(f"{what} is empty", kind=errors.EMPTY)
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"{what} of {len(raw)} bytes is too large", kind=errors.TOO_LARGE)
+    try:
+        obj = loads(raw)
+    except (JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"{what} is not valid JSON: {e}", kind=classify(raw, e)) from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{what} is a JSON {_json_type(obj)}", kind=errors.NOT_OBJECT)
+    return obj
+
+
+def _parse_ack(raw: Any) -> Ack:
+    obj = _object(raw, "ack")
+    response = obj.get("response")
+    aid = obj.get("activationId")
+    record: dict[str, Any] | None = None
+    if isinstance(response, dict):
+        record = response
+        aid = response.get("activationId", aid)
+    elif isinstance(response, str):
+        aid = response
+    elif response is not None:
+        raise ProtocolError("ack response must be a record or an activation id")
+    if not isinstance(aid, str) or not _ID_RE.fullmatch(aid):
+        raise ProtocolError("ack has no valid activationId")
+    instance: int | None = None
+    if "instance" in obj:
+        inst = obj["instance"]
+        n = inst.get("instance") if isinstance(inst, dict) else None
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**31:
+            raise ProtocolError("ack instance must be an InvokerInstanceId")
+        instance = n
+    elif response is None:
+        raise ProtocolError("ack has neither a response nor an instance")
+    system_error = obj.get("isSystemError", False)
+    if not isinstance(system_error, bool):
+        raise ProtocolError("ack isSystemError must be a boolean")
+    return Ack(aid, obj.get("transid"), response is not None, record, instance, system_error)
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """A PingMessage on ``health``."""
+
+    instance: int
+    user_memory_bytes: int
+    enabled: bool
+    name: dict[str, Any]  # the InvokerInstanceId as sent
+
+
+def parse_ping(raw: bytes | bytearray | memoryview | str) -> Ping:
+    """Read one ping; total like :func:`parse_activation`."""
+    try:
+        return _parse_ping(raw)
+    except ProtocolError:
+        raise
+    except Exception as e:
+        raise ProtocolError(
+            f"ping could not be read ({e.__class__.__name__})", kind=errors.INTERNAL
+        ) from None
+
+
+def _parse_ping(raw: Any) -> Ping:
+    obj = _object(raw, "ping")
+    name = obj.get("name")
+    if not isinstance(name, dict):
+        raise ProtocolError("ping name must be an InvokerInstanceId")
+    n = name.get("instance")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**31:
+        raise ProtocolError("ping instance must be a non-negative integer")
+    memory = parse_byte_size(name.get("userMemory", "0 B"))
+    if memory is None or memory < 0:
+        raise ProtocolError("ping userMemory must be a byte size")
+    enabled = obj.get("isEnabled", True)
+    if not isinstance(enabled, bool):
+        raise ProtocolError("ping isEnabled must be a boolean")
+    return Ping(n, memory, enabled, name)

@@ -64,3 +64,41 @@ async def test_gpu_action_runs_through_the_pool(kafka, couchdb, tmp_path):
         assert snap["requests"] == 3 and snap["failed"] == 0  # the pool served them
         assert snap["miss_ratio"] == pytest.approx(1 / 3)  # one upload, then two hits
         assert snap["host_models"] == 1
+
+
+HOLD = """
+import os, time
+
+def main(args):
+    time.sleep(float(args.get("s", 1.0)))
+    return {"cores": sorted(os.sched_getaffinity(0))}
+"""
+
+
+async def test_a_gpu_call_holds_exactly_one_action_core(kafka, couchdb, tmp_path):
+    """A GPU action's CPU side runs pinned to one action core and counts against the cores:
+    with two action cores, a GPU call and two CPU calls (all new functions, so a whole core
+    each) never run three at a time."""
+    async with running_invoker(
+        kafka, couchdb, tmp_path, gpu_devices="virtual:1", gpu_memory_mb=64, action_cores=(0, 1)
+    ) as (invoker, stub):
+        gpu = await stub.create_action(
+            "gpu-hold",
+            HOLD.encode(),
+            annotations=[{"key": "gpu", "value": True}],
+            memory_mb=512,
+        )
+        cpu = [await stub.create_action(f"cpu-hold{i}", HOLD.encode()) for i in range(2)]
+        aids = [await stub.invoke(*gpu, content={"s": 1.5})]
+        aids += [await stub.invoke(*a, content={"s": 1.0}) for a in cpu]
+        records = []
+        for aid in aids:
+            acks = await stub.wait_completion(aid, timeout_s=120)
+            records.append(acks[0]["response"])
+        for r in records:
+            assert r["response"]["statusCode"] == 0, r["response"]
+        assert len(records[0]["response"]["result"]["cores"]) == 1  # pinned to one core
+        spans = [(r["start"], r["end"]) for r in records]
+        most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+        assert most <= 2, spans  # never more calls than cores
+        assert invoker.scheduler.cores_table.calls == {0: 0, 1: 0}

@@ -595,3 +595,15 @@ def test_cursor_counts_entries_with_the_same_timestamp() -> None:
     assert (c.stamp, c.since_ns, c.seen) == ("T1", 1, 2)
     c.advance("T2", 2)
     assert (c.stamp, c.since_ns, c.seen) == ("T2", 2, 1)
+
+
+async def test_cpu_time_of_a_call_is_measured(make: shared.Maker) -> None:
+    """From the container's cgroup (or the stats endpoint): what a call burnt, and almost
+    nothing for a call that sleeps."""
+    c = await make(shared.SPIN_PY)
+    for params, low, high in (({"cpu": 0.3}, 0.28, 0.5), ({"cpu": 0.0, "sleep": 0.5}, 0.0, 0.06)):
+        before = (await c.cpu_times()).used
+        assert before is not None
+        assert (await run(c, params)).status == 200
+        used = (await c.cpu_times()).used - before
+        assert low <= used <= high, (params, used)

@@ -7,6 +7,7 @@ import base64
 import io
 import itertools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -22,11 +23,21 @@ from typing import Any
 
 import pytest
 
+from containers import cgroups
+from containers import process as process_module
 from containers.backend import ContainerGone, ContainerSpec, HttpResult
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
-from containers.process import LOG_FILE, ProcessBackend, ProcessContainer, process_start_time
-from tests.procs import alive
+from containers.pool import ContainerPool, StemCell
+from containers.process import (
+    LOG_FILE,
+    NODE_RUNTIME,
+    ProcessBackend,
+    ProcessContainer,
+    process_start_time,
+)
+from invoker.clock import SystemClock
+from tests.procs import alive, freezer_dir, frozen
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
@@ -609,7 +620,7 @@ async def test_kill_9_of_the_invoker_leaves_no_action_behind(state_dir: Path) ->
             mine = [
                 d for d in os.listdir(b.cgroup_support.memory_parent) if d.startswith(prefix + "_")
             ]
-            live_spares = f"{prefix}_spare_{b._zygote.pid if b._zygote else 0}_"
+            live_spares = f"{prefix}_spare_{b._zygote.tag if b._zygote else ''}_"
             assert all(d.startswith(live_spares) for d in mine), mine
     finally:
         await b.close()
@@ -649,6 +660,87 @@ async def test_remove_leftovers_never_kills_unrelated_processes(state_dir: Path)
         bystander.kill()
         await bystander.wait()
         await b.close()
+
+
+POOL_SCRIPT = """
+import asyncio, json, sys
+sys.path.insert(0, {root!r})
+from containers.pool import ContainerPool, StemCell
+from containers.process import ProcessBackend
+from invoker.clock import SystemClock
+
+async def main():
+    b = ProcessBackend({state!r}, {prefix!r})
+    await b.start()
+    cells = tuple(StemCell(kind, 128, 1) for kind in {kinds!r})
+    pool = ContainerPool(b, user_memory_mb=4096, clock=SystemClock(), name_prefix={prefix!r},
+                         stem_cells=cells)
+    await pool.start()
+    await asyncio.gather(*(s.ready for s in pool.slots.values()))
+    print(json.dumps([s.container.pid for s in pool.slots.values()]), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to freeze processes")
+async def test_restart_after_kill_9_while_old_containers_cannot_exit_yet(
+    state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kill -9 of an invoker whose prewarmed containers are stuck exiting (frozen, so SIGKILL
+    waits, as for a process in uninterruptible sleep): the next run with the same prefix
+    prewarms the same kinds at once, usable, without "busy" errors; the stuck cgroups go in
+    the background once their processes can exit."""
+    support = cgroups.probe(new_prefix())
+    if freezer_dir() is None or support.version != 1 or support.memory_parent is None:
+        pytest.skip("needs the cgroup v1 freezer and memory cgroups")
+    parent = support.memory_parent
+    prefix, state = new_prefix(), state_dir / "state"
+    kinds = ["python:3.11"] + (["nodejs:20"] if NODE else [])
+    script = POOL_SCRIPT.format(root=str(ROOT), state=str(state), prefix=prefix, kinds=kinds)
+    host = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+    )
+    pool: ContainerPool | None = None
+    try:
+        assert host.stdout is not None
+        pids = json.loads(await asyncio.wait_for(host.stdout.readline(), 60))
+        old = [d for d in os.listdir(parent) if d.startswith(prefix + "_") and "prewarm" in d]
+        assert len(old) == len(kinds), old
+        with frozen(pids, f"{prefix}_frozen") as thaw:
+            host.kill()  # SIGKILL: its zygote goes, its frozen containers cannot exit yet
+            await host.wait()
+            caplog.set_level(logging.INFO)
+            b = ProcessBackend(state, prefix)
+            await b.start()
+            cells = tuple(StemCell(kind, 128, 1) for kind in kinds)
+            pool = ContainerPool(
+                b, user_memory_mb=4096, clock=SystemClock(), name_prefix=prefix, stem_cells=cells
+            )
+            await pool.start()
+            await asyncio.gather(*(s.ready for s in pool.slots.values() if s.ready is not None))
+            problems = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert not problems, problems
+            assert len(pool.slots) == len(kinds)
+            for slot in pool.slots.values():
+                assert slot.container is not None, f"prewarm of {slot.kind} failed"
+                code = ECHO_PY if slot.kind.startswith("python") else HEALTH_JS
+                assert (await slot.container.init(init_body(code), 30)).status == 200
+                r = await slot.container.run(run_body({"name": "x"}), 30)
+                assert r.status == 200 and "x" in r.body.decode(), r
+            assert all(alive(p) for p in pids), "frozen containers exit only once thawed"
+            thaw()
+            gone = lambda: not any((parent / d).exists() for d in old)  # noqa: E731
+            assert await wait_until(gone, 15), "stuck cgroups not removed in the background"
+    finally:
+        if host.returncode is None:
+            host.kill()
+            await host.wait()
+        if pool is not None:
+            await pool.close()
+            await pool.backend.close()
+        await ProcessBackend(state, prefix).remove_leftovers()
 
 
 # -- the GPU pool hook (runtime in `serve` mode, with a stand-in project root) ---------------
@@ -745,3 +837,82 @@ async def test_actions_can_run_as_another_user(state_dir: Path, kind: str) -> No
         assert (c.dir / "work" / "own.txt").read_text() == "x"
     finally:
         await b.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+@needs_node
+async def test_nodejs_runs_as_another_user_when_the_project_is_private(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A clone under ``mktemp -d`` (mode 700): the action user cannot read the runtime's file,
+    nor traverse the state dir; the runtime still starts (it comes on stdin)."""
+    assert state_dir.stat().st_mode & 0o077 == 0, "mkdtemp makes a private directory"
+    runtime = state_dir / "project" / "containers" / "runtimes" / NODE_RUNTIME.name
+    runtime.parent.mkdir(parents=True)
+    shutil.copy(NODE_RUNTIME, runtime)
+    monkeypatch.setattr(process_module, "NODE_RUNTIME", runtime)
+    b = await started(state_dir, user="nobody")
+    assert f"cannot traverse {state_dir}:" in caplog.text  # said once, at start
+    try:
+        c = await Maker(b)(USER_PROBE_JS, kind="nodejs:20")
+        r = result(await run(c, {"invoker": os.getpid()}))
+        assert r == {"uid": b.user[0] if b.user else -1, "signal": False, "environ": False}
+        assert (c.dir / "work" / "own.txt").read_text() == "x"
+    finally:
+        await b.close()
+
+
+# -- CPU accounting (the scheduler's CPU shares) ---------------------------------------------
+
+SPIN_PY = py("""
+    import subprocess, sys, time
+    BURN = "import time\\nend = time.process_time() + %s\\nwhile time.process_time() < end: pass"
+    def main(a):
+        if a.get("child"):
+            subprocess.run([sys.executable, "-c", BURN % a["cpu"]], check=True)
+        else:
+            exec(BURN % a["cpu"])
+        time.sleep(a.get("sleep", 0))
+        return {}
+    """)
+
+
+@pytest.mark.parametrize("use_cgroups", [True, False])
+async def test_cpu_time_of_a_call_is_measured(state_dir: Path, use_cgroups: bool) -> None:
+    """A call's CPU time (the container's, children included) is what it burnt; a call
+    that sleeps uses almost none."""
+    b = await started(state_dir, use_cgroups=use_cgroups)
+    try:
+        c = await Maker(b)(SPIN_PY)
+        for params, low, high in (
+            ({"cpu": 0.3}, 0.28, 0.45),
+            ({"cpu": 0.3, "child": True}, 0.28, 0.6),
+            ({"cpu": 0.0, "sleep": 0.5}, 0.0, 0.05),
+        ):
+            before = (await c.cpu_times()).used
+            assert (await run(c, params)).status == 200
+            used = (await c.cpu_times()).used - before
+            assert low <= used <= high, (params, used)
+        await c.destroy()
+        assert await c.cpu_times() is None
+    finally:
+        await b.close()
+        await b.remove_leftovers()
+
+
+async def test_cpu_wait_of_calls_sharing_a_core_is_measured(make: Maker) -> None:
+    """Two CPU-bound calls pinned to one core: each waits for the CPU about as long as it
+    runs, and its CPU time over the rest of its time says it is CPU-bound."""
+    core = max(os.sched_getaffinity(0))
+    a, b = await make(SPIN_PY), await make(SPIN_PY)
+    for c in (a, b):
+        await c.assign_cores(frozenset({core}))
+    before = [await c.cpu_times() for c in (a, b)]
+    t0 = time.perf_counter()
+    await asyncio.gather(run(a, {"cpu": 0.4}), run(b, {"cpu": 0.4}))
+    wall = time.perf_counter() - t0
+    for c, was in zip((a, b), before, strict=True):
+        now = await c.cpu_times()
+        used, waited = now.used - was.used, now.waited - was.waited
+        assert waited >= 0.1, (used, waited, wall)
+        assert used / (wall - waited) >= 0.7, (used, waited, wall)

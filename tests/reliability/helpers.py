@@ -41,13 +41,14 @@ class InvokerProcess:
         self.log_path = log_path
         self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.entry = ["-m", "invoker"]  # or a script that calls invoker.cli.main
+        self.extra_args: list[str] = []
 
     def start(self) -> None:
         c = self.config
         args = [
             sys.executable,
-            "-m",
-            "invoker",
+            *self.entry,
             "run",
             "--id",
             str(c.instance),
@@ -77,6 +78,7 @@ class InvokerProcess:
             str(self.admin_port),
             "--shutdown-deadline",
             "10",
+            *self.extra_args,
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)

@@ -4,14 +4,17 @@ received is lost, nothing is recorded twice, and the invoker keeps serving."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 
 import aiohttp
 import pytest
 
+from containers import cgroups
 from front.identities import basic_auth
 from tests.integration.harness import PY_HELLO, controller, make_config, running_invoker
-from tests.procs import wait_until
+from tests.procs import freezer_dir, frozen, wait_until
 from tests.reliability.helpers import InvokerProcess, processes_with_marker
 
 pytestmark = pytest.mark.services
@@ -198,3 +201,60 @@ async def test_sigterm_with_the_broker_away_still_exits_promptly(kafka, couchdb,
     finally:
         proc.stop()
         await asyncio.to_thread(kafka.start)
+
+
+async def test_restart_right_after_kill_9_while_old_containers_cannot_exit_yet(
+    kafka, couchdb, tmp_path
+):
+    """``ow-invoker run`` killed with -9 and restarted at once, while its containers are stuck
+    exiting (frozen, so SIGKILL waits): the new run prewarms and serves without "busy"
+    errors on the old run's names, and removes the old cgroups once they can go."""
+    support = cgroups.probe("wskprobe")
+    if os.geteuid() != 0 or freezer_dir() is None or support.version != 1:
+        pytest.skip("needs root, the cgroup v1 freezer and memory cgroups")
+    config = make_config(tmp_path, action_cores=(0,))
+    first = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker1.log")
+    second = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker2.log")
+    try:
+        async with controller(kafka, couchdb, config) as stub:
+            action, rev = await stub.create_action("hello", PY_HELLO)
+            first.start()
+            await stub.wait_completion(await stub.invoke(action, rev), timeout_s=60)
+            assert first.proc is not None
+            containers = [  # the zygote is the invoker's child; containers are the zygote's
+                p
+                for p in processes_with_marker(config.container_prefix)
+                if _ppid(p) != first.proc.pid
+            ]
+            assert len(containers) >= 3, "two prewarmed nodejs containers and the python one"
+            old_cgroups = {_memory_cgroup(p) for p in containers}
+            with frozen(containers, f"{config.container_prefix}_frozen") as thaw:
+                first.kill()
+                second.start()
+                aid = await stub.invoke(action, rev)
+                await stub.wait_completion(aid, timeout_s=60)
+                assert (await stub.record(aid))["response"]["statusCode"] == 0
+                busy = [ln for ln in second.log().splitlines() if "busy" in ln or "failed" in ln]
+                assert not [ln for ln in busy if "WARNING" in ln or "ERROR" in ln], busy
+                thaw()
+                gone = lambda: not any(c.exists() for c in old_cgroups)  # noqa: E731
+                assert await asyncio.to_thread(wait_until, gone, 15), old_cgroups
+        assert second.terminate() == 0
+        assert not processes_with_marker(config.container_prefix)
+    finally:
+        first.stop()
+        second.stop()
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _memory_cgroup(pid: int) -> Path:
+    own = cgroups.parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+    mount, root = cgroups.parse_mountinfo(Path("/proc/self/mountinfo").read_text())["memory"]
+    path = own["memory"][len(root) :] if root != "/" else own["memory"]
+    return Path(mount) / path.lstrip("/")

@@ -45,8 +45,10 @@ def test_arrivals_window_previous_arrival_and_clock_jumps():
     assert second.previous_received == 100.0 and second.recent_calls == 2
     third = s.arrive("f", 161.0)  # 100 fell out of (101, 161]
     assert third.recent_calls == 2 and third.previous_received == 130.0
-    back = s.arrive("f", 50.0)  # a clock jump backwards is read as "no time passed"
-    assert back.received == 161.0 and back.recent_calls == 3
+    late = s.arrive("f", 140.0)  # received before 161 but admitted after it (slow fetch)
+    assert late.received == 140.0 and late.recent_calls == 3
+    assert late.previous_received == 140.0  # never a previous call received after it
+    assert s.arrive("f", 162.0).previous_received == 161.0
 
 
 def test_statistics_are_bounded():
@@ -123,3 +125,172 @@ def test_action_cores_syntax():
     assert parse_cores("1-3") == (1, 2, 3)
     assert parse_cores("0,2") == (0, 2)
     assert parse_cores("1") == (available_cores()[-1],)  # a count: the last core
+
+
+@pytest.mark.parametrize("policy", [FIFO, EECT])
+def test_order_follows_receipt_not_admission(policy):
+    """A call received first but admitted last (its action fetch was slow) runs first."""
+    sched = NodeScheduler(policy, cores=[0])
+    sched.stats.finish("f", 1.0)
+    sched.admit("f", "second", 2.0, order=2)
+    sched.admit("f", "third", 3.0, order=3)
+    sched.admit("f", "first", 1.0, order=1)  # admitted last
+    order = []
+    while sched.queued:
+        c = sched.start(9.0)
+        order.append(c.payload)
+        sched.finish(c, None)
+    assert order == ["first", "second", "third"]
+
+
+def test_equal_receipt_times_keep_receipt_order():
+    sched = NodeScheduler(FIFO, cores=[0])
+    sched.admit("f", "b", 5.0, order=8)
+    sched.admit("f", "a", 5.0, order=7)
+    assert [c.payload for c in sched.drain()] == ["a", "b"]
+
+
+def _measured(sched, function, share, runs=3):
+    for _ in range(runs):
+        sched.stats.finish(function, 1.0, share)
+
+
+def test_cpu_share_is_measured_per_function():
+    s = FunctionStats()
+    assert s.share("new") == 1.0  # a full core until measured
+    s.finish("io", 1.0, 0.01)
+    s.finish("io", 3.0, 0.03)
+    s.finish("io", 2.0)  # no CPU measurement: not in the share
+    assert s.share("io") == pytest.approx(0.01)
+    s.finish("spin", 0.2, 0.25)  # clock granularity: never above one core
+    assert s.share("spin") == 1.0
+    assert s.snapshot()["io"]["cpu_share"] == pytest.approx(0.01)
+
+
+def test_waiting_calls_share_a_core_and_cpu_bound_calls_do_not():
+    sched = NodeScheduler(FC, cores=[1])
+    _measured(sched, "sleep", 0.01)
+    _measured(sched, "spin", 1.0)
+    for i in range(3):
+        sched.admit("spin", f"spin{i}", float(i))
+    for i in range(10):
+        sched.admit("sleep", f"sleep{i}", 10.0 + i)
+    started = []
+    while sched.can_start():
+        started.append(sched.start(20.0))
+    # One CPU-bound call on the core, and light calls beside it up to 8 calls per core.
+    assert [c.payload for c in started] == ["spin0"] + [f"sleep{i}" for i in range(7)]
+    assert all(c.core == 1 for c in started)
+    assert sched.cores_table.load[1] == pytest.approx(1.07)
+    sched.finish(started[0], 1.0, 1.0)
+    nxt = sched.start(21.0)  # the next CPU-bound call fits beside the waiting ones
+    assert nxt.payload == "spin1" and not sched.can_start()
+
+
+def test_unknown_function_takes_a_whole_core():
+    sched = NodeScheduler(FIFO, cores=[0, 1])
+    for i in range(3):
+        sched.admit("new", f"n{i}", float(i))
+    n0, n1 = sched.start(3.0), sched.start(3.0)
+    assert (n0.core, n1.core) == (0, 1) and n0.share == n1.share == 1.0
+    assert not sched.can_start()
+
+
+def test_best_fit_keeps_idle_cores_whole_for_cpu_bound_calls():
+    sched = NodeScheduler(FIFO, cores=[0, 1])
+    _measured(sched, "half", 0.5)
+    _measured(sched, "spin", 1.0)
+    sched.admit("half", "a", 0.0)
+    a = sched.start(0.0)
+    sched.admit("half", "b", 1.0)
+    b = sched.start(1.0)
+    assert a.core == b.core == 0  # 0.5 + 0.5 on one core
+    sched.admit("spin", "c", 2.0)
+    assert sched.start(2.0).core == 1
+
+
+def test_light_calls_pass_a_blocked_head_only_beside_a_heavy_call():
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "sleep", 0.02)
+    _measured(sched, "spin", 1.0)
+    sched.admit("spin", "spin0", 0.0)
+    running = sched.start(0.0)
+    sched.admit("spin", "spin1", 1.0)  # the head: waits for the core
+    sched.admit("sleep", "sleep0", 2.0)
+    sched.admit("sleep", "sleep1", 3.0)
+    assert sched.peek().payload == "sleep0"  # passes the blocked head, beside spin0
+    light = [sched.start(4.0), sched.start(4.0)]
+    assert [c.payload for c in light] == ["sleep0", "sleep1"]
+    sched.finish(running, 1.0, 1.0)
+    head = sched.start(5.0)  # 0.04 + 1.0 fits in 1.1: the head goes at once
+    assert head.payload == "spin1"
+    # With no heavy call on the core, a light call cannot keep a blocked head waiting.
+    sched.finish(head, 1.0, 1.0)
+    for c in light:
+        sched.finish(c, 1.0, 0.02)
+    _measured(sched, "fat", 0.3)
+    sched.admit("fat", "f0", 6.0)
+    sched.admit("fat", "f1", 6.0)
+    sched.admit("fat", "f2", 6.0)
+    sched.admit("fat", "f3", 6.0)
+    fats = [sched.start(7.0) for _ in range(3)]  # 0.9
+    sched.admit("sleep", "sleep2", 8.0)
+    assert sched.peek().payload == "sleep2"  # 0.9 + 0.02 fits; f3 (1.2) does not
+    assert [c.payload for c in fats] == ["f0", "f1", "f2"]
+
+
+def test_a_core_whose_calls_overran_takes_no_more_until_it_empties():
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "io", 0.05)
+    for i in range(4):
+        sched.admit("io", i, float(i))
+    calls = [sched.start(5.0) for _ in range(3)]
+    # The function changed behaviour: a call used 0.9 of a core, predicted 0.05.
+    sched.finish(calls[0], 1.0, 0.9)
+    assert not sched.can_start()  # never more, although 0.1 + 0.x would fit by estimate
+    sched.finish(calls[1], 1.0, 0.9)
+    sched.finish(calls[2], 1.0, 0.9)
+    nxt = sched.start(6.0)  # the core emptied; the estimate has moved towards the truth
+    assert nxt.payload == 3 and nxt.share == pytest.approx((3 * 0.05 + 3 * 0.9) / 6)
+
+
+def test_an_overrun_that_still_fits_the_core_does_not_close_it():
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "spin", 0.7)
+    _measured(sched, "sleep", 0.0)
+    sched.admit("spin", "spin", 0.0)
+    sched.admit("sleep", "sleep0", 1.0)
+    spin, sleep0 = sched.start(2.0), sched.start(2.0)
+    sched.finish(spin, 1.0, 0.95)  # more than 0.7 + 0.1, but no other spin call is there
+    sched.admit("sleep", "sleep1", 3.0)
+    assert sched.start(3.0).core == 0 and sleep0.core == 0
+
+
+def test_shared_cores_between_queues():
+    from invoker.scheduler import Cores
+
+    cores = Cores([0])
+    cpu = NodeScheduler(FC, cores)
+    gpu = NodeScheduler(FIFO, cores, cpu.stats)
+    gpu.admit("g", "gpu-call", 0.0)
+    cpu.admit("f", "cpu-call", 0.0)
+    g = gpu.start(0.0)
+    assert g.core == 0 and cores.calls[0] == 1
+    assert not cpu.can_start()  # the GPU call's CPU side holds the only core
+    gpu.finish(g, 1.0)
+    assert cpu.start(1.0).core == 0
+
+
+def test_time_waiting_for_a_cpu_is_not_part_of_the_share():
+    """A CPU-bound call that shared its core (1 s of CPU in 2 s, 1 s of it runnable but
+    waiting) is CPU-bound, not half."""
+    s = FunctionStats()
+    s.finish("spin", 2.0, 1.0, waited_s=1.0)
+    assert s.share("spin") == 1.0
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "io", 0.0)
+    for i in range(3):
+        sched.admit("io", i, float(i))
+    calls = [sched.start(5.0) for _ in range(3)]  # three "light" calls that turn CPU-bound
+    sched.finish(calls[0], 3.0, 1.0, waited_s=2.0)  # used 1.0 of its own time: overran
+    assert 0 in sched.cores_table.full

@@ -4,7 +4,13 @@ for each policy on one core, and the paper's ordering on the SeBS-like mix."""
 import pytest
 
 from invoker.simulate import SimulationSettings, simulate
-from invoker.workloads import TraceCall, read_trace, uniform_workload, write_trace
+from invoker.workloads import (
+    TraceCall,
+    io_cpu_workload,
+    read_trace,
+    uniform_workload,
+    write_trace,
+)
 
 # Warm-up runs L, M, S once each (E[p] = 3, 2, 1; arrivals at t=0) and ends at t=6.
 # Then: a=L@0.0, b=M@0.1, c..f=S@0.2..0.5 (times relative to the end of the warm-up).
@@ -98,3 +104,41 @@ def test_trace_csv_round_trip_and_validation(tmp_path):
     bad.write_text("arrival_s,function\n1,f\n")
     with pytest.raises(ValueError, match="missing columns duration_s"):
         read_trace(bad)
+
+
+def test_cpu_parts_share_a_core_by_processor_sharing():
+    """Hand-computed: calls of 1 s on one shared core (the baseline): a sleeping one beside
+    a CPU-bound one loses nothing; three half-CPU calls (demand 1.5) stretch their CPU
+    parts by a = 2 (3 x 0.5 / (0.5 + 0.5 a) = 1), so each takes 0.5 + 1.0 = 1.5 s."""
+    pair = [TraceCall(0.0, "sleep", 1.0, 0.0), TraceCall(0.0, "spin", 1.0, 1.0)]
+    r = simulate(pair, "openwhisk", SimulationSettings(cores=1, warmup=False))
+    assert r["max_response_s"] == pytest.approx(1.0, abs=1e-6)
+    half = [TraceCall(0.0, "half", 1.0, 0.5)] * 3
+    r = simulate(half, "openwhisk", SimulationSettings(cores=1, warmup=False))
+    assert r["mean_response_s"] == pytest.approx(1.5, abs=1e-6)
+
+
+def test_io_cpu_mix_waiting_calls_never_wait_for_the_core():
+    """Issue 14's mix on one core: under FC the sleeping calls run beside the CPU-bound
+    ones (in 1 s, as under the greedy baseline) and the CPU-bound ones one at a time;
+    before CPU-share admission the sleeping calls queued for the core."""
+    trace = io_cpu_workload(2.0, 40.0, seed=1)
+    r = {p: simulate(trace, p, SimulationSettings(cores=1)) for p in ("fc", "openwhisk")}
+    fc, ow = r["fc"]["per_function"], r["openwhisk"]["per_function"]
+    # (One sleeping call waits 43 ms: eight calls are on the core, the bound per core.)
+    assert fc["sleep"]["mean_response_s"] == pytest.approx(1.0, abs=1e-3)
+    assert fc["spin"]["mean_response_s"] < ow["spin"]["mean_response_s"]
+    assert r["fc"]["mean_response_s"] < r["openwhisk"]["mean_response_s"]
+
+
+def test_trace_cpu_column(tmp_path):
+    path = tmp_path / "t.csv"
+    trace = [TraceCall(0.0, "a", 1.0, 0.25), TraceCall(1.0, "b", 2.0)]
+    write_trace(trace, path)
+    assert read_trace(path) == trace
+    path.write_text("arrival_s,function,duration_s,cpu_s\n0,f,1,2\n")
+    with pytest.raises(ValueError, match="cpu_s must be between 0 and duration_s"):
+        read_trace(path)
+    shares = uniform_workload(60, 1, seed=1, window_s=10, cpu_share={"010.sleep": 0.0})
+    assert {c.cpu_s for c in shares if c.function == "010.sleep"} == {0.0}
+    assert all(c.cpu_s == c.duration_s for c in shares if c.function != "010.sleep")

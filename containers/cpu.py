@@ -1,0 +1,135 @@
+"""CPU time used by a container so far, read from the kernel's accounting.
+
+The scheduler admits calls by their functions' CPU share, so each backend reports a
+container's cumulative :class:`CpuTimes` before and after ``/run``:
+
+- ``used``: a cgroup that accounts CPU (v2 ``cpu.stat`` ``usage_usec``, v1
+  ``cpuacct.usage``), which counts every process and thread of the container, dead or alive;
+  else the container's processes' ``/proc/<pid>/stat`` times (user + system, with those of
+  reaped children), in clock ticks (10 ms);
+- ``waited``: time the container was ready to run but waiting for a CPU (v2 ``cpu.pressure``
+  ``some``, else the run-queue delay in ``/proc/<pid>/task/<tid>/schedstat`` of its live
+  threads; 0 when unknown). A call's share is its CPU time over its time *minus* that wait,
+  so a CPU-bound call that had to share its core (with the node's other work, or with calls
+  admitted on a wrong estimate) still reads as CPU-bound.
+
+Reading is a few small procfs/cgroupfs files (microseconds), so it is done inline.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from containers import cgroups
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    used: float  # CPU seconds
+    waited: float = 0.0  # seconds runnable but waiting for a CPU
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system time of a process and of the children it has reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and all its live descendants."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        out.append(p)
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+    return out
+
+
+def processes_cpu_seconds(pids: list[int]) -> float | None:
+    """Summed CPU time of these processes; None if none of them could be read."""
+    times = [t for t in map(process_cpu_seconds, pids) if t is not None]
+    return sum(times) if times else None
+
+
+def threads_waited_seconds(pids: list[int]) -> float:
+    """Run-queue delay of the live threads of these processes (0 if not accounted)."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    return total / 1e9
+
+
+def read_cgroup_pressure(path: Path) -> float | None:
+    """Seconds some task of the cgroup waited for a CPU, from a v2 ``cpu.pressure`` file."""
+    try:
+        line = path.read_text().splitlines()[0]
+        fields = dict(f.split("=", 1) for f in line.split()[1:])
+        return int(fields["total"]) / 1e6
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def read_cgroup_cpu(path: Path) -> float | None:
+    """CPU seconds from a v2 ``cpu.stat`` or a v1 ``cpuacct.usage`` file."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    try:
+        if path.name == "cpuacct.usage":
+            return int(text) / 1e9
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+    except ValueError:
+        return None
+    return None
+
+
+def cgroup_cpu_file(pid: int) -> Path | None:
+    """The file accounting the CPU time of ``pid``'s cgroup, if this process can read it
+    and the cgroup is the process's own (not the root, which counts the whole host)."""
+    try:
+        own = cgroups.parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+        mounts = cgroups.parse_mountinfo(Path(cgroups.PROC_MOUNTINFO).read_text())
+    except OSError:
+        return None
+    candidates = []
+    if "cpuacct" in own and "cpuacct" in mounts and own["cpuacct"] not in ("", "/"):
+        mount, root = mounts["cpuacct"]
+        candidates.append(cgroups._own_dir(mount, root, own["cpuacct"]) / "cpuacct.usage")
+    if "" in own and "" in mounts and own[""] not in ("", "/"):
+        mount, root = mounts[""]
+        candidates.append(cgroups._own_dir(mount, root, own[""]) / "cpu.stat")
+    for path in candidates:
+        if read_cgroup_cpu(path) is not None:
+            return path
+    return None
