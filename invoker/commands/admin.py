@@ -139,12 +139,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limit_verbs = limits.add_subparsers(dest="limits_command", metavar="COMMAND", required=True)
     p = _verb(limit_verbs, "set", cmd_limits_set, "set limits of a namespace", common)
     p.add_argument("namespace")
-    types = {int: nonnegative_int, bool: _bool, str: str}
+    types = {int: (nonnegative_int, "N"), bool: (_bool, "BOOL"), str: (str, "SIZE")}
     for name, kind in LIMITS.items():
         if kind is list:
             p.add_argument(f"--{name}", nargs="+", metavar="KIND")
         else:
-            p.add_argument(f"--{name}", type=types[kind])
+            p.add_argument(f"--{name}", type=types[kind][0], metavar=types[kind][1])
     p = _verb(limit_verbs, "get", cmd_limits_get, "print a namespace's limits", common)
     p.add_argument("namespace")
     p = _verb(limit_verbs, "delete", cmd_limits_delete, "back to the system limits", common)
