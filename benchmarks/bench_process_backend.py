@@ -1,11 +1,16 @@
 """Process backend figures: cold start, warm round trip, and the HTTP client's cost.
 
-    python benchmarks/bench_process_backend.py [--cold 30] [--warm 2000]
+    python benchmarks/bench_process_backend.py [--cold 30] [--warm 2000] [--burst 10]
 
 Prints, in one run on this machine:
 
 - python cold start (create → /init of a small action → first /run), median of N, with the
-  zygote and with a fresh interpreter per container (the baseline), and their ratio;
+  zygote and with a fresh interpreter per container (the baseline), and their ratio; the
+  zygote figure is with a pre-forked spare ready (50 ms between cold starts lets it refill);
+- python cold starts with no spare ready: one at a time from a zygote that keeps no spares
+  (forked on demand), and a burst of ``--burst`` fired at once at the default zygote (two
+  spares ready at its start, refilled one at a time), each with its ratio to the spare-ready
+  median;
 - the warm /run round trip p50/p99 (and with log collection);
 - node cold start;
 - the invoker-side CPU per /run of the built-in asyncio client vs aiohttp (keep-alive).
@@ -67,6 +72,31 @@ async def cold_starts(
     return out
 
 
+async def burst(backend: ProcessBackend, n: int, tag: str) -> tuple[list[float], float]:
+    """``n`` python cold starts fired at once: per-call latencies and the whole burst's time."""
+    await asyncio.sleep(0.5)  # spares refilled: the burst starts from the steady state
+    made: list = []
+
+    async def one(i: int) -> float:
+        t0 = time.perf_counter()
+        c = await backend.create(
+            ContainerSpec(f"{backend.name_prefix}_{i}_{tag}", "python:3.11", 256)
+        )
+        made.append(c)
+        r1 = await c.init(PY_INIT, 30)
+        r2 = await c.run(RUN, 30)
+        assert r1.status == 200 and r2.status == 200, (r1, r2)
+        return time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    out = await asyncio.gather(*(one(i) for i in range(n)))
+    total = time.perf_counter() - t0
+    for c in made:
+        await c.read_logs(1 << 20, True)
+        await c.destroy()
+    return list(out), total
+
+
 async def warm(backend: ProcessBackend, n: int) -> tuple[list[float], list[float], float]:
     c = await backend.create(ContainerSpec(f"{backend.name_prefix}_w_warm", "python:3.11", 256))
     await c.init(PY_INIT, 30)
@@ -126,15 +156,18 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cold", type=int, default=30, help="cold starts per variant")
     ap.add_argument("--warm", type=int, default=2000, help="warm /run round trips")
+    ap.add_argument("--burst", type=int, default=10, help="python cold starts fired at once")
     ap.add_argument("--state-dir", default=None, help="default: a fresh dir under /var/tmp")
     args = ap.parse_args()
     state = Path(args.state_dir or tempfile.mkdtemp(prefix="owbench-", dir="/var/tmp"))
     prefix = f"wskbench{os.getpid()}"
     zyg = ProcessBackend(state / "zygote", prefix)
     fresh = ProcessBackend(state / "fresh", prefix + "f", zygote_fork=False)
+    nospare = ProcessBackend(state / "nospare", prefix + "n", spares=0)
     try:
         await zyg.start()
         await fresh.start()
+        await nospare.start()
         cg = zyg.cgroup_support
         print(
             f"cgroups: v{cg.version} {cg.memory_parent}"
@@ -150,17 +183,31 @@ async def main() -> None:
         report("python cold start, fresh interpreter (baseline)", f, 1e3, "ms")
         zm, fm = statistics.median(z), statistics.median(f)
         print(f"zygote / fresh interpreter: {zm / fm:.3f} ({fm / zm:.1f}x faster)")
+        ns = await cold_starts(nospare, "python:3.11", PY_INIT, args.cold, "pyns")
+        report("python cold start, zygote, no spare ready (forked on demand)", ns, 1e3, "ms")
+        print(f"  no spare / spare ready: {statistics.median(ns) / zm:.2f}")
+        b, total = await burst(zyg, args.burst, "pyburst")
+        report(f"python cold start, burst of {args.burst} at once", b, 1e3, "ms")
+        print(
+            f"  max {max(b) * 1e3:.2f} ms, whole burst {total * 1e3:.1f} ms; "
+            f"burst median / spare ready: {statistics.median(b) / zm:.2f}"
+        )
         runs, with_logs, cpu = await warm(zyg, args.warm)
         report("warm /run round trip", runs, 1e6, "us", p=0.99)
         report("warm /run + read_logs", with_logs, 1e6, "us", p=0.99)
         print(f"  invoker CPU per /run + read_logs: {cpu * 1e6:.0f} us")
         nd = await cold_starts(zyg, "nodejs:20", NODE_INIT, max(5, args.cold // 3), "node")
         report("node cold start (create+init+run)", nd, 1e3, "ms")
-        for name, (cpu_s, p50) in (await clients(zyg, args.warm)).items():
+        costs = await clients(zyg, args.warm)
+        for name, (cpu_s, p50) in costs.items():
             print(f"{name}: invoker CPU {cpu_s * 1e6:.1f} us/request, p50 {p50 * 1e6:.1f} us")
+        if len(costs) == 2:
+            (ours, _), (theirs, _) = costs.values()
+            print(f"  CPU per request, ours / aiohttp: {ours / theirs:.2f}")
     finally:
         await zyg.close()
         await fresh.close()
+        await nospare.close()
         shutil.rmtree(state, ignore_errors=True)
 
 

@@ -3,8 +3,10 @@ ports (so a benchmark never disturbs a running deployment or test session)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,13 +28,31 @@ os.environ.setdefault("KAFKA_JVM_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -X
 
 
 @contextmanager
+def exclusive_machine() -> Iterator[None]:
+    """Hold the machine-wide benchmark lock: two benchmarks at once would share the bench
+    ports and state (one's teardown stopping the other's services) and spoil each other's
+    figures, so a second one waits here."""
+    path = Path(tempfile.gettempdir()) / "ow-invoker-bench.lock"
+    with open(path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another benchmark to finish ({path})", file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextmanager
 def kafka_and_couchdb(kafka_port: int = 29092, couchdb_port: int = 25984) -> Iterator[tuple]:
-    kafka = KafkaService(STATE, port=kafka_port, controller_port=kafka_port + 1)
-    couch = CouchDBService(STATE, port=couchdb_port, user=COUCHDB_USER, password=COUCHDB_PASSWORD)
-    try:
-        kafka.setup()
-        couch.setup()
-        yield kafka, couch
-    finally:
-        kafka.teardown()
-        couch.teardown()
+    with exclusive_machine():
+        kafka = KafkaService(STATE, port=kafka_port, controller_port=kafka_port + 1)
+        couch = CouchDBService(
+            STATE, port=couchdb_port, user=COUCHDB_USER, password=COUCHDB_PASSWORD
+        )
+        try:
+            kafka.setup()
+            couch.setup()
+            yield kafka, couch
+        finally:
+            kafka.teardown()
+            couch.teardown()

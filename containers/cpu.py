@@ -33,6 +33,19 @@ class CpuTimes:
     waited: float = 0.0  # seconds runnable but waiting for a CPU
 
 
+def share_between(before: CpuTimes, after: CpuTimes, elapsed_s: float) -> float | None:
+    """The share of a core (0..1) a container used between two readings ``elapsed_s``
+    apart: its CPU time over the part of that time it was not waiting for a CPU (a call
+    that waited nearly all of it wanted the CPU: 1.0); None if no time passed."""
+    if elapsed_s <= 0:
+        return None
+    waited = min(elapsed_s, max(0.0, after.waited - before.waited))
+    own = elapsed_s - waited
+    if own <= 0.01 * elapsed_s:
+        return 1.0
+    return min(1.0, max(0.0, after.used - before.used) / own)
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system time of a process and of the children it has reaped."""
     try:

@@ -35,6 +35,7 @@ class _Job:
     wait: float  # seconds the whole call waits (not on the CPU)
     group: frozenset[int]
     done: asyncio.Future[None]
+    jid: int = 0
 
 
 def stretch(jobs: list[_Job], cores: int) -> float:
@@ -101,26 +102,44 @@ class SimulatedCpu:
         self._advance(loop)
         self._reschedule(loop)
 
-    async def run(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> None:
-        """A call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU (all by
-        default)."""
+    def submit(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> _Job:
+        """Start a call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU
+        (all by default); await it with :meth:`wait`."""
         work_s = max(0.0, work_s)
         cpu = work_s if cpu_s is None else min(max(0.0, cpu_s), work_s)
-        if work_s == 0:
-            return
         loop = asyncio.get_running_loop()
-        self._advance(loop)
         done = loop.create_future()
-        jid = next(self._ids)
-        self._jobs[jid] = _Job(1.0, cpu, work_s - cpu, cores, done)
+        job = _Job(1.0, cpu, work_s - cpu, cores, done, next(self._ids))
+        if work_s == 0:
+            job.remaining = 0.0
+            done.set_result(None)
+            return job
+        self._advance(loop)
+        self._jobs[job.jid] = job
         self._reschedule(loop)
+        return job
+
+    async def wait(self, job: _Job) -> None:
+        """Until the submitted call is done; cancelled, it stops using the CPU."""
         try:
-            await done
+            await job.done
         finally:
-            if jid in self._jobs:  # cancelled (timeout): stop charging the CPU for it
+            if job.jid in self._jobs:  # cancelled (timeout): stop charging the CPU for it
+                loop = asyncio.get_running_loop()
                 self._advance(loop)
-                del self._jobs[jid]
+                del self._jobs[job.jid]
                 self._reschedule(loop)
+
+    async def run(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> None:
+        """A call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU."""
+        await self.wait(self.submit(work_s, cores, cpu_s))
+
+    def done(self, job: _Job) -> float:
+        """The fraction of the call done by now (its CPU and waiting parts interleave
+        evenly, so that much of each)."""
+        if job.jid in self._jobs:
+            self._advance(asyncio.get_running_loop())
+        return 1.0 - max(0.0, job.remaining)
 
 
 class SimulatedContainer:
@@ -128,7 +147,8 @@ class SimulatedContainer:
         self.name = spec.name
         self._backend = backend
         self._cores: frozenset[int] = frozenset({0})
-        self._cpu = CpuTimes(0.0)
+        self._cpu = CpuTimes(0.0)  # as of the end of the last /run
+        self._running: tuple[_Job, float] | None = None  # the call in /run, since when
 
     async def init(self, body: bytes, timeout_s: float) -> HttpResult:
         if self._backend.init_s:
@@ -143,8 +163,13 @@ class SimulatedContainer:
         cpu = min(work, float(value.get(SIM_CPU, work)))
         loop = asyncio.get_running_loop()
         started = loop.time()
-        async with asyncio.timeout(timeout_s):
-            await self._backend.cpu.run(work, self._cores, cpu)
+        job = self._backend.cpu.submit(work, self._cores, cpu)
+        self._running = (job, started)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._backend.cpu.wait(job)
+        finally:
+            self._running = None
         # Time beyond the call's own is time its CPU part waited for the shared core.
         waited = max(0.0, loop.time() - started - work)
         self._cpu = CpuTimes(self._cpu.used + max(0.0, cpu), self._cpu.waited + waited)
@@ -154,7 +179,15 @@ class SimulatedContainer:
         self._cores = cores
 
     async def cpu_times(self) -> CpuTimes | None:
-        return self._cpu
+        """Counters as a real container's: during /run, the CPU the call has used so far
+        and the time it has waited for the shared core."""
+        if self._running is None:
+            return self._cpu
+        job, started = self._running
+        done = self._backend.cpu.done(job)
+        elapsed = asyncio.get_running_loop().time() - started
+        waited = max(0.0, elapsed - done * (job.cpu + job.wait))
+        return CpuTimes(self._cpu.used + done * job.cpu, self._cpu.waited + waited)
 
     async def read_logs(
         self, limit_bytes: int, wait_for_sentinels: bool

@@ -21,6 +21,7 @@ from containers.backend import (
     HttpResult,
     ImagePullError,
 )
+from containers.cpu import CpuTimes
 from containers.pool import ContainerPool, Lease
 from invoker.acks import AckSender
 from invoker.clock import Clock
@@ -57,6 +58,19 @@ MIB = 1024 * 1024
 
 
 @dataclass(slots=True)
+class CpuMark:
+    """A call in ``/run``: its container and that container's CPU counters before
+    ``/run`` and at the last reading, so that a sample taken while the call runs measures
+    both the time since the previous one and the whole run so far."""
+
+    container: Container
+    since: float  # clock.now() when /run began
+    first: CpuTimes  # the counters then
+    at: float  # clock.now() of the last reading
+    times: CpuTimes
+
+
+@dataclass(slots=True)
 class Job:
     """A received activation with its action resolved, waiting for or holding a core.
 
@@ -72,6 +86,7 @@ class Job:
     max_payload: int = MIB
     platform_env: dict[str, str] | None = None
     parsed: ActivationMessage | None = None
+    in_run: CpuMark | None = None  # set while in /run with its CPU measured
 
     @property
     def msg(self) -> ActivationMessage:
@@ -160,13 +175,18 @@ class ActivationRunner:
                 start_ms = run_start_ms
             t0 = self.clock.now()
             deadline = run_start_ms + action.limits.timeout_ms
-            result, timed_out = await self._call(
-                container,
-                "run",
-                dumps(run_body(msg, action, deadline)),
-                timeout_s,
-                max_payload=job.max_payload,
-            )
+            if cpu_before is not None:
+                job.in_run = CpuMark(container, t0, cpu_before, t0, cpu_before)
+            try:
+                result, timed_out = await self._call(
+                    container,
+                    "run",
+                    dumps(run_body(msg, action, deadline)),
+                    timeout_s,
+                    max_payload=job.max_payload,
+                )
+            finally:
+                job.in_run = None
             run_s = self.clock.now() - t0
             self.metrics.duration.observe(run_s)
             response = result

@@ -107,6 +107,9 @@ class InvokerConfig:
     )
     policy: str = _opt("fc", help="call-scheduling policy: fifo, sept, eect, rect, fc, openwhisk")
     fc_window_s: float = _opt(60.0, help="FC's window T in seconds")
+    cpu_sample_s: float = _opt(
+        0.5, help="seconds between samples of running calls' CPU use (misprediction guard; 0: off)"
+    )
     backend: str = _opt("process", help="container backend: process or docker")
     docker_host: str | None = _opt(None, env=("DOCKER_HOST",), help="Docker Engine API address")
     docker_binds: tuple[str, ...] = _opt(
@@ -167,6 +170,8 @@ class InvokerConfig:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:
             raise ValueError("max_pending must be positive")
+        if self.cpu_sample_s < 0:
+            raise ValueError("cpu_sample_s must be >= 0 (0 turns sampling off)")
         if self.task_failures < 1 or not self.task_failure_window_s > 0:
             raise ValueError("task_failures and task_failure_window_s must be positive")
         if self.action_user is not None:

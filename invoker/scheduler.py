@@ -37,6 +37,7 @@ class Call(Generic[T]):
     core: int | None = None
     started: float | None = None
     share: float = 1.0  # expected CPU share, fixed when it starts
+    overrun: float = 0.0  # measured share beyond ``share`` while it runs (see Cores.observe)
 
 
 class Cores:
@@ -46,8 +47,14 @@ class Cores:
     calls that mostly wait gather on busy cores and idle cores stay whole for CPU-bound
     calls.
 
-    Misprediction: when a call finishes having used more than its expected share plus the
-    margin, the calls of the same function still on its core are assumed to overrun as
+    Misprediction, while calls run: a running call sampled using more than its expected
+    share plus the margin adds the difference (its *overrun*) to its core's load until a
+    later sample says otherwise or it finishes, so a core whose calls are measured to
+    use more than predicted takes only what still fits beside what they really use (and
+    nothing once that passes ``1 + margin``).
+
+    Misprediction, when a call finishes having used more than its expected share plus the
+    margin: the calls of the same function still on its core are assumed to overrun as
     much; if that would take the core past ``1 + margin``, the core is *full* (takes
     nothing more) until all its calls have finished. Meanwhile the function's estimate has
     taken in the new measurement.
@@ -63,16 +70,34 @@ class Cores:
         self.ids = tuple(sorted(cores))
         self.margin = margin
         self.max_calls = max_calls
+        # Expected shares of the running calls plus their measured overruns.
         self.load = dict.fromkeys(self.ids, 0.0)
+        self.overrun = dict.fromkeys(self.ids, 0.0)  # the measured part of ``load``
         self.calls = dict.fromkeys(self.ids, 0)
         self.heavy = dict.fromkeys(self.ids, 0)  # calls expected to use more than the margin
-        self._light_limit = margin + 1e-9
+        self.light_limit = margin + 1e-9
         self.functions: dict[int, dict[str, int]] = {c: {} for c in self.ids}  # calls per core
         self.full: set[int] = set()
 
     def light(self, share: float) -> bool:
         """Whether a call of this share mostly waits: it fits beside any other call."""
-        return share <= self._light_limit
+        return share <= self.light_limit
+
+    def may_overrun(self, share: float) -> bool:
+        """Whether a call expected to use this share could be measured using more than it
+        plus the margin (worth sampling while it runs): not a CPU-bound one."""
+        return share + self.margin < 1.0
+
+    def observe(self, core: int, share: float, was: float, used: float) -> float:
+        """A running call of expected ``share`` on ``core`` was just measured using
+        ``used`` of a core (``was``: its overrun so far). Returns its new overrun: the
+        difference when it exceeds the share by more than the margin, else 0 (an estimate
+        within the margin is right). The core's load follows, so placement sees it."""
+        overrun = used - share if used > share + self.margin else 0.0
+        if overrun != was and self.calls[core]:
+            self.overrun[core] = max(0.0, self.overrun[core] + overrun - was)
+            self.load[core] = max(0.0, self.load[core] + overrun - was)
+        return overrun
 
     @property
     def idle(self) -> int:
@@ -98,7 +123,7 @@ class Cores:
     def take(self, core: int, function: str, share: float) -> None:
         self.calls[core] += 1
         self.load[core] += share
-        if share > self._light_limit:
+        if share > self.light_limit:
             self.heavy[core] += 1
         functions = self.functions[core]
         functions[function] = functions.get(function, 0) + 1
@@ -106,7 +131,7 @@ class Cores:
     def give(self, core: int, function: str, share: float, used: float | None) -> None:
         """A call left the core; ``used`` is the share it was measured to use."""
         self.calls[core] -= 1
-        if share > self._light_limit:
+        if share > self.light_limit:
             self.heavy[core] -= 1
         functions = self.functions[core]
         left = functions[function] - 1
@@ -115,7 +140,7 @@ class Cores:
         else:
             del functions[function]
         if self.calls[core] == 0:
-            self.load[core] = 0.0  # no float drift over a long uptime
+            self.load[core] = self.overrun[core] = 0.0  # no float drift over a long uptime
             self.full.discard(core)
             return
         self.load[core] = max(0.0, self.load[core] - share)
@@ -175,22 +200,21 @@ class NodeScheduler(Generic[T]):
             order = seq
         priority = self._priority(info)
         call = Call(function, payload, info.received, priority, order)
-        light = self.cores_table.light(self.stats.share(function))
+        light = self.stats.share(function) <= self.cores_table.light_limit
         heapq.heappush(self._light if light else self._heavy, (priority, order, seq, call))
         return call
 
-    def _head(self) -> list[tuple[float, int, int, Call[T]]] | None:
-        if not self._light:
-            return self._heavy or None
-        if not self._heavy:
-            return self._light
-        return self._light if self._light[0] < self._heavy[0] else self._heavy
-
     def _plan(self) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float] | None:
         """(heap, core, share) of the call that can start now, or None."""
-        heap = self._head()
-        if heap is None:
-            return None
+        light, heavy = self._light, self._heavy
+        if not light:
+            if not heavy:
+                return None
+            heap = heavy
+        elif not heavy or light[0] < heavy[0]:
+            heap = light
+        else:
+            heap = heavy
         if not self.policy.exclusive_cores:
             return heap, None, 1.0
         table = self.cores_table
@@ -199,13 +223,12 @@ class NodeScheduler(Generic[T]):
         core = table.place(share)
         if core is not None:
             return heap, core, share
-        if heap is self._heavy and self._light:
-            light = self._light[0][3]
-            share = self.stats.share(light.function)
+        if heap is heavy and light:
+            share = self.stats.share(light[0][3].function)
             if table.light(share):
                 core = table.place(share, beside_heavy=True)
                 if core is not None:
-                    return self._light, core, share
+                    return light, core, share
         return None
 
     def peek(self) -> Call[T] | None:
@@ -247,6 +270,9 @@ class NodeScheduler(Generic[T]):
         call.started = None
         self.running -= 1
         if call.core is not None:
+            if call.overrun:
+                self.cores_table.observe(call.core, call.share, call.overrun, call.share)
+                call.overrun = 0.0
             used = None
             own = (duration_s or 0.0) - max(0.0, waited_s)
             if cpu_s is not None and own > 0:
@@ -255,6 +281,20 @@ class NodeScheduler(Generic[T]):
             call.core = None
         if duration_s is not None:
             self.stats.finish(call.function, duration_s, cpu_s, waited_s)
+
+    def observe(self, call: Call[T], recent: float, overall: float) -> None:
+        """A running call was sampled using ``recent`` of a core (0..1) since the previous
+        sample and ``overall`` since it began. Its recent overrun, if any, counts on its
+        core (:meth:`Cores.observe`); a call that has used more than its function's share
+        plus the margin over its whole run so far raises the function's estimate at once,
+        so its calls still waiting are placed by what it uses now, not after its long calls
+        end (the whole run, not the last sample: a brief burst inside a call that mostly
+        waits is no change of behaviour)."""
+        if call.started is None or call.core is None:
+            return
+        call.overrun = self.cores_table.observe(call.core, call.share, call.overrun, recent)
+        if overall > call.share + self.cores_table.margin:
+            self.stats.observed(call.function, overall)
 
     def drain(self) -> list[Call[T]]:
         """Remove and return every queued call, in priority order (for shutdown)."""

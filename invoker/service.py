@@ -16,7 +16,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from containers.backend import ContainerBackend
+from containers import cpu
+from containers.backend import ContainerBackend, ContainerError
 from containers.manifest import Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
@@ -154,6 +155,7 @@ class Invoker:
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._running: dict[Call[Job], NodeScheduler[Job]] = {}  # started calls, their queue
         self._last_commit = 0.0
         self._install_gauges()
 
@@ -213,6 +215,9 @@ class Invoker:
             ("ping", self._ping_loop),
         ):
             self.supervisor.start(name, loop)
+        if self.policy.exclusive_cores and self.config.cpu_sample_s > 0:
+            # The node works without it (estimates then correct when calls finish).
+            self.supervisor.start("cpu-sampler", self._cpu_sample_loop, critical=False)
         log.info(
             "%s started: policy %s, cores %s, %d MB for actions, backend %s",
             self.instance.label,
@@ -242,7 +247,7 @@ class Invoker:
             for t in late:
                 t.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        await self.supervisor.stop("dispatch", "commit", "health")
+        await self.supervisor.stop("dispatch", "commit", "health", "cpu-sampler")
         await self.records.close()
         await _bounded(self._commit(), "committing offsets")
         await self.pool.close()
@@ -290,6 +295,7 @@ class Invoker:
                 str(c): {
                     "calls": t.calls[c],
                     "expectedLoad": round(t.load[c], 3),
+                    "measuredOverrun": round(t.overrun[c], 3),
                     "full": c in t.full,
                 }
                 for t in (self.scheduler.cores_table,)
@@ -569,6 +575,7 @@ class Invoker:
                     if lease is None:
                         break  # wait for memory: a release wakes us
                     call = queue.start(self.clock.now())
+                    self._running[call] = queue
                     self._spawn(self._execute(queue, call, lease))
 
     async def _execute(self, queue: NodeScheduler[Job], call: Call[Job], lease: Lease) -> None:
@@ -582,6 +589,7 @@ class Invoker:
             try:
                 outcome = await self._run_unless_expired(job, lease, cores)
             finally:
+                self._running.pop(call, None)
                 if outcome is not None:
                     queue.finish(call, outcome.run_s, outcome.cpu_s, outcome.cpu_wait_s)
                 else:
@@ -631,6 +639,32 @@ class Invoker:
         )
         answer = self.runner.answer_unrun(job, response)
         return ActivationOutcome(response, run_s=None, healthy=True, answer=answer)
+
+    async def _cpu_sample_loop(self) -> None:
+        """Every ``cpu_sample_s``, measure what each running call that could use more CPU
+        than expected (not a CPU-bound one) used since the previous sample, and tell its
+        queue (:meth:`NodeScheduler.observe`): a function that changed behaviour closes its
+        core to what no longer fits beside it while the call runs, not when it ends. A few
+        procfs or cgroupfs reads per sampled call."""
+        while True:
+            await asyncio.sleep(self.config.cpu_sample_s)
+            for call, queue in list(self._running.items()):
+                mark = call.payload.in_run
+                if mark is None or not queue.cores_table.may_overrun(call.share):
+                    continue
+                try:
+                    times = await mark.container.cpu_times()
+                except (ContainerError, OSError) as e:  # removed meanwhile: its run ends
+                    log.debug("sampling the CPU of %s failed: %s", mark.container.name, e)
+                    continue
+                if times is None or call.payload.in_run is not mark:
+                    continue  # /run ended meanwhile: its finish has the whole measurement
+                now = self.clock.now()
+                recent = cpu.share_between(mark.times, times, now - mark.at)
+                overall = cpu.share_between(mark.first, times, now - mark.since)
+                mark.at, mark.times = now, times
+                if recent is not None and overall is not None:
+                    queue.observe(call, recent, overall)
 
     async def _commit(self) -> None:
         positions = self.offsets.committable()

@@ -96,6 +96,13 @@ class FunctionStats:
         fn = self._functions.get(function)
         return 1.0 if fn is None else fn.share
 
+    def observed(self, function: str, share: float) -> None:
+        """A running call of the function was sampled using ``share`` of a core: the
+        estimate rises to it at once (never falls: finished calls' measurements do that)."""
+        fn = self._functions.get(function)
+        if fn is not None and share > fn.share:
+            fn.share = min(1.0, share)
+
     def arrive(self, function: str, received: float) -> CallInfo:
         """Record a call received at ``received`` and return what its priority may depend on.
 

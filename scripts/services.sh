@@ -180,7 +180,11 @@ EOF
         "-Dlog4j2.configurationFile=$sd/log4j2.properties" "-Dkafka.logs.dir=$sd"
         -cp "$lib/*")
     if [[ ! -f "$sd/data/meta.properties" ]]; then
-        cid=$("$PY" -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+        # A random id (as kafka-storage random-uuid makes), never starting with "-": the
+        # storage tool would read such an id as an option (1 start in 64 failed that way).
+        cid=$("$PY" -c 'import base64,uuid
+while (c := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(c)')
         log "kafka: formatting KRaft storage in $sd/data (cluster id $cid)"
         "${java[@]}" kafka.tools.StorageTool format -t "$cid" -c "$sd/server.properties" \
             >"$sd/format.log" 2>&1 || { cat "$sd/format.log" >&2; die "kafka: storage format failed"; }

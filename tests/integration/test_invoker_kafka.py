@@ -276,3 +276,40 @@ async def test_prewarm_warm_reuse_and_lru_eviction(kafka, couchdb, tmp_path):
         assert pool.count(SlotState.PREWARM) == 2  # prewarmed containers are never evicted
         keys = {s.key.docid for s in pool.slots.values() if s.key is not None}
         assert keys == {"guest/a", "guest/b"}
+
+
+PY_SHIFTY = b"""
+import time
+def main(args):
+    end = time.process_time() + args.get("cpu", 0)
+    while time.process_time() < end:
+        pass
+    time.sleep(args.get("sleep", 0))
+    return {}
+"""
+
+
+async def test_a_call_burning_more_cpu_than_expected_is_seen_while_it_runs(live):
+    """The misprediction guard live: a function learnt as a sleeper burns its core for 3 s;
+    the CPU sampler reads it while it runs, puts its overrun on its core's load (so the
+    core takes only what fits beside it) and raises the function's estimate; the overrun
+    leaves the core with the call."""
+    invoker, ctl = live
+    action, rev = await ctl.create_action("shifty", PY_SHIFTY)
+    for _ in range(2):
+        await ctl.wait_completion(await ctl.invoke(action, rev, content={"sleep": 0.3}))
+    assert invoker.scheduler.stats.snapshot()["guest/shifty"]["cpu_share"] < 0.1
+    core = str(invoker.config.action_cores[0])
+    aid = await ctl.invoke(action, rev, content={"cpu": 3.0})
+    async with asyncio.timeout(20):
+        while invoker.status()["cores"][core]["measuredOverrun"] < 0.5:
+            await asyncio.sleep(0.05)
+    assert invoker.status()["cores"][core]["expectedLoad"] > 0.5
+    assert invoker.scheduler.stats.snapshot()["guest/shifty"]["cpu_share"] > 0.5
+    await ctl.wait_completion(aid)
+    assert invoker.status()["cores"][core] == {
+        "calls": 0,
+        "expectedLoad": 0.0,
+        "measuredOverrun": 0.0,
+        "full": False,
+    }

@@ -26,6 +26,7 @@ import pytest
 from containers import cgroups
 from containers import process as process_module
 from containers.backend import ContainerGone, ContainerSpec, HttpResult
+from containers.cpu import CpuTimes, share_between
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
 from containers.pool import ContainerPool, StemCell
@@ -895,6 +896,34 @@ async def test_cpu_time_of_a_call_is_measured(state_dir: Path, use_cgroups: bool
             assert low <= used <= high, (params, used)
         await c.destroy()
         assert await c.cpu_times() is None
+    finally:
+        await b.close()
+        await b.remove_leftovers()
+
+
+@pytest.mark.parametrize("use_cgroups", [True, False])
+async def test_cpu_time_of_a_running_call_advances_while_it_runs(
+    state_dir: Path, use_cgroups: bool
+) -> None:
+    """The invoker samples running calls (the misprediction guard): a CPU-bound call's
+    counter moves during /run, not only when it ends, and reads as CPU-bound."""
+    b = await started(state_dir, use_cgroups=use_cgroups)
+    try:
+        c = await Maker(b)(SPIN_PY)
+        before = await c.cpu_times()
+        readings: list[tuple[float, CpuTimes]] = []
+
+        async def sample() -> None:
+            for _ in range(2):
+                await asyncio.sleep(0.4)
+                readings.append((time.perf_counter(), await c.cpu_times()))
+
+        r, _ = await asyncio.gather(run(c, {"cpu": 1.5}), sample())
+        assert r.status == 200
+        after = await c.cpu_times()
+        (t1, first), (t2, second) = readings
+        assert before.used < first.used < second.used < after.used, (before, readings, after)
+        assert share_between(first, second, t2 - t1) >= 0.7, (readings, t2 - t1)
     finally:
         await b.close()
         await b.remove_leftovers()

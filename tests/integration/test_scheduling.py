@@ -35,7 +35,11 @@ class SlowStore(EmbeddedStore):
 
 
 async def _run(
-    policy: str, calls: list[tuple[float, str, float, float]], slow: dict[str, float]
+    policy: str,
+    calls: list[tuple[float, str, float, float]],
+    slow: dict[str, float],
+    cores: int = 1,
+    cpu_sample_s: float = 0.5,
 ) -> dict[str, tuple[float, float]]:
     """Send (at, function, duration, cpu) calls; returns activation label -> (sent, acked)."""
     loop = asyncio.get_running_loop()
@@ -43,7 +47,13 @@ async def _run(
     bus = MemoryBus()
     store = SlowStore(slow)
     with tempfile.TemporaryDirectory() as state:
-        config = InvokerConfig(policy=policy, action_cores=(0,), state_dir=state, pause_grace_s=1e9)
+        config = InvokerConfig(
+            policy=policy,
+            action_cores=tuple(range(cores)),
+            state_dir=state,
+            pause_grace_s=1e9,
+            cpu_sample_s=cpu_sample_s,
+        )
         invoker = Invoker(config, bus=bus, store=store, backend=SimulatedBackend(), clock=clock)
         await store.ensure_db(config.whisks_db)
         revisions = {}
@@ -89,10 +99,10 @@ async def _run(
     return {label: (t, done[aid]) for aid, (label, t) in sent.items()}
 
 
-def run(policy: str, calls, slow=None) -> dict[str, tuple[float, float]]:
+def run(policy: str, calls, slow=None, **settings) -> dict[str, tuple[float, float]]:
     loop = VirtualTimeLoop()
     try:
-        return loop.run_until_complete(_run(policy, calls, slow or {}))
+        return loop.run_until_complete(_run(policy, calls, slow or {}, **settings))
     finally:
         loop.close()
 
@@ -136,3 +146,21 @@ def test_a_function_that_turns_cpu_bound_is_corrected_by_its_measured_share():
 def test_each_record_carries_the_calls_cpu_time():
     run("fc", [(0.0, "f", 1.0, 0.25), (0.0, "g", 0.5, 0.0)])
     assert CPU_MS == {"f0": 250, "g1": 0}
+
+
+def test_a_call_that_turns_cpu_bound_closes_its_core_while_it_runs():
+    # Two cores. "shifty" is learnt as a sleeper (share 0), then one call of it burns a
+    # core for 30 s. Its running CPU is sampled every 0.5 s, so at 12 s "half" (share 0.5)
+    # goes to the idle core (by estimate, best fit would put it beside "shifty" on core 0),
+    # and a second "shifty" call at 13 s is placed as CPU-bound: it waits for core 1.
+    calls = [(0.0, "shifty", 1.0, 0.0), (0.0, "half", 2.0, 1.0)]
+    calls += [(10.0, "shifty", 30.0, 30.0), (12.0, "half", 2.0, 1.0), (13.0, "shifty", 5.0, 5.0)]
+
+    def responses(**settings):
+        acked = run("fc", calls, cores=2, **settings)
+        return [round(acked[k][1] - acked[k][0], 6) for k in ("shifty2", "half3", "shifty4")]
+
+    assert responses() == [30.0, 2.0, 6.0]  # nothing ran beside the CPU-bound call
+    # Without sampling, both later calls go beside it on core 0 and all three are slowed.
+    unsampled = responses(cpu_sample_s=0)
+    assert all(r > s for r, s in zip(unsampled, [30.0, 2.0, 6.0], strict=True)), unsampled

@@ -294,3 +294,44 @@ def test_time_waiting_for_a_cpu_is_not_part_of_the_share():
     calls = [sched.start(5.0) for _ in range(3)]  # three "light" calls that turn CPU-bound
     sched.finish(calls[0], 3.0, 1.0, waited_s=2.0)  # used 1.0 of its own time: overran
     assert 0 in sched.cores_table.full
+
+
+def test_a_running_call_sampled_over_its_share_closes_its_core_until_it_falls_back():
+    """The misprediction guard while calls run: a call expected to wait (0.05) is sampled
+    burning a whole core; its core takes nothing that no longer fits beside it, and opens
+    again when a later sample (or its end) says the demand has fallen."""
+    sched = NodeScheduler(FIFO, cores=[0, 1])
+    _measured(sched, "io", 0.05)
+    _measured(sched, "most", 0.7)
+    sched.admit("io", "io0", 0.0)
+    sched.admit("io", "io1", 0.0)
+    io0, io1 = sched.start(0.0), sched.start(0.0)
+    assert io0.core == io1.core == 0
+    table = sched.cores_table
+    assert table.may_overrun(io0.share) and not table.may_overrun(1.0)
+    sched.observe(io0, 0.12, 0.12)  # within share + margin: the estimate stands
+    assert io0.overrun == 0.0 and table.load[0] == pytest.approx(0.1)
+    sched.observe(io0, 1.0, 0.7)  # it turned CPU-bound
+    assert table.load[0] == pytest.approx(1.05) and table.overrun[0] == pytest.approx(0.95)
+    assert sched.stats.share("io") == 0.7  # its waiting calls are placed by what it uses
+    sched.admit("most", "m0", 1.0)
+    m0 = sched.start(1.0)
+    assert m0.core == 1  # by estimate (0.1 + 0.7) it fitted core 0; by measure it does not
+    sched.admit("most", "m1", 1.0)
+    assert not sched.can_start()  # core 0 is closed to it, core 1 has 0.4 left
+    sched.observe(io0, 0.05, 0.5)  # the burst is over
+    assert table.load[0] == pytest.approx(0.1) and table.overrun[0] == 0.0
+    assert sched.start(2.0).core == 0
+    sched.observe(io1, 1.0, 0.1)  # a burst in a call that mostly waits
+    assert sched.stats.share("io") == 0.7
+    sched.finish(io1, 1.0, 0.05)  # a finished call takes its overrun with it
+    assert table.overrun[0] == 0.0 and table.load[0] == pytest.approx(0.75)
+
+
+def test_a_cpu_share_between_two_readings_leaves_out_the_wait():
+    from containers.cpu import CpuTimes, share_between
+
+    assert share_between(CpuTimes(1.0), CpuTimes(1.25), 0.5) == pytest.approx(0.5)
+    assert share_between(CpuTimes(1.0, 2.0), CpuTimes(1.25, 2.25), 0.5) == pytest.approx(1.0)
+    assert share_between(CpuTimes(1.0, 2.0), CpuTimes(1.0, 2.5), 0.5) == 1.0  # all waiting
+    assert share_between(CpuTimes(1.0), CpuTimes(1.0), 0.0) is None
