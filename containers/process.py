@@ -135,22 +135,11 @@ def _kill_group(pid: int) -> None:
 
 
 def _threads_of(pid: int) -> list[int]:
-    """Threads of a process and of all its descendants (via /proc/.../children)."""
+    """Threads of a process and of all its descendants."""
     out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
-        except OSError:
-            continue
-        out.extend(tids)
-        for t in tids:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-            except OSError:
-                pass
+    for p in cpu.process_tree(pid):
+        with contextlib.suppress(OSError):  # a process that just ended
+            out.extend(int(t) for t in os.listdir(f"/proc/{p}/task"))
     return out
 
 

@@ -8,14 +8,17 @@ recognise its health-action acks.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from invoker.protocol import errors
 from invoker.protocol.errors import Partial, ProtocolError
 from invoker.protocol.json import JSONDecodeError, loads
 from invoker.protocol.limits import parse_byte_size
 from invoker.protocol.salvage import classify, shallow_object
+
+T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 1_054_644  # whisk.activation.payload.max (1 MiB) + serdes overhead
 MAX_TRANSID_DEPTH = 16  # a transid with its chain of parents: the controller nests a few
@@ -434,16 +437,22 @@ class Ack:
     system_error: bool
 
 
-def parse_ack(raw: bytes | bytearray | memoryview | str) -> Ack:
-    """Read one ack; total like :func:`parse_activation` (ProtocolError or an Ack)."""
+def _total(parse: Callable[[Any], T], what: str, raw: Any) -> T:
+    """``parse(raw)``, total like :func:`parse_activation`: any other exception becomes a
+    ProtocolError of kind ``internal``."""
     try:
-        return _parse_ack(raw)
+        return parse(raw)
     except ProtocolError:
         raise
     except Exception as e:
         raise ProtocolError(
-            f"ack could not be read ({e.__class__.__name__})", kind=errors.INTERNAL
+            f"{what} could not be read ({e.__class__.__name__})", kind=errors.INTERNAL
         ) from None
+
+
+def parse_ack(raw: bytes | bytearray | memoryview | str) -> Ack:
+    """Read one ack; total like :func:`parse_activation` (ProtocolError or an Ack)."""
+    return _total(_parse_ack, "ack", raw)
 
 
 def _object(raw: Any, what: str) -> dict[str, Any]:
@@ -501,14 +510,7 @@ class Ping:
 
 def parse_ping(raw: bytes | bytearray | memoryview | str) -> Ping:
     """Read one ping; total like :func:`parse_activation`."""
-    try:
-        return _parse_ping(raw)
-    except ProtocolError:
-        raise
-    except Exception as e:
-        raise ProtocolError(
-            f"ping could not be read ({e.__class__.__name__})", kind=errors.INTERNAL
-        ) from None
+    return _total(_parse_ping, "ping", raw)
 
 
 def _parse_ping(raw: Any) -> Ping:
