@@ -18,7 +18,9 @@ Reading is a few small procfs/cgroupfs files (microseconds), so it is done inlin
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,17 +58,18 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def process_tree(pid: int) -> list[int]:
-    """A process and all its live descendants."""
-    out: list[int] = []
+def process_threads(pid: int) -> dict[int, list[int]]:
+    """Each live process of the tree rooted at ``pid`` (it and its descendants, via
+    ``/proc/.../children``) with its threads: one walk serves CPU reads and pinning."""
+    out: dict[int, list[int]] = {}
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
-            tids = os.listdir(f"/proc/{p}/task")
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
         except OSError:
             continue
-        out.append(p)
+        out[p] = tids
         for t in tids:
             try:
                 with open(f"/proc/{p}/task/{t}/children") as f:
@@ -76,20 +79,25 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
-def processes_cpu_seconds(pids: list[int]) -> float | None:
+def threads_of(pids: Iterable[int]) -> dict[int, list[int]]:
+    """The threads of each of these processes that is still alive."""
+    out: dict[int, list[int]] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            out[pid] = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    return out
+
+
+def processes_cpu_seconds(pids: Iterable[int]) -> float | None:
     """Summed CPU time of these processes; None if none of them could be read."""
     times = [t for t in map(process_cpu_seconds, pids) if t is not None]
     return sum(times) if times else None
 
 
-def threads_waited_seconds(pids: list[int]) -> float:
-    """Run-queue delay of the live threads of these processes (0 if not accounted)."""
+def threads_waited_seconds(threads: dict[int, list[int]]) -> float:
+    """Run-queue delay of these threads (process -> its threads; 0 if not accounted)."""
     total = 0
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
+    for pid, tids in threads.items():
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:

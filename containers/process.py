@@ -134,15 +134,6 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
-def _threads_of(pid: int) -> list[int]:
-    """Threads of a process and of all its descendants."""
-    out: list[int] = []
-    for p in cpu.process_tree(pid):
-        with contextlib.suppress(OSError):  # a process that just ended
-            out.extend(int(t) for t in os.listdir(f"/proc/{p}/task"))
-    return out
-
-
 class _Zygote:
     """The zygote process and its JSON-lines control channel."""
 
@@ -298,7 +289,7 @@ class ProcessContainer:
         if cores == self._cores:
             return  # threads and children created since inherited the same mask
         tids = self.cgroup.threads() if self.cgroup is not None else []
-        for tid in tids or _threads_of(self.pid):
+        for tid in tids or [t for ts in cpu.process_threads(self.pid).values() for t in ts]:
             try:
                 os.sched_setaffinity(tid, cores)
             except ProcessLookupError:
@@ -311,16 +302,22 @@ class ProcessContainer:
         """The container cgroup's CPU accounting (v2), else its processes' (10 ms ticks)."""
         if self._destroyed:
             return None
-        pids = (self.cgroup.pids() if self.cgroup is not None else []) or cpu.process_tree(self.pid)
         if self.cgroup is not None and self.cgroup.version == 2:
             used = cpu.read_cgroup_cpu(self.cgroup.memory / "cpu.stat")
             if used is not None:
                 waited = cpu.read_cgroup_pressure(self.cgroup.memory / "cpu.pressure")
                 if waited is None:
-                    waited = cpu.threads_waited_seconds(pids)
+                    waited = cpu.threads_waited_seconds(self._threads())
                 return cpu.CpuTimes(used, waited)
-        used = cpu.processes_cpu_seconds(pids)
-        return None if used is None else cpu.CpuTimes(used, cpu.threads_waited_seconds(pids))
+        threads = self._threads()
+        used = cpu.processes_cpu_seconds(threads)
+        return None if used is None else cpu.CpuTimes(used, cpu.threads_waited_seconds(threads))
+
+    def _threads(self) -> dict[int, list[int]]:
+        """The container's processes (its cgroup's, else its process tree) with their
+        threads, listed once per CPU reading."""
+        pids = self.cgroup.pids() if self.cgroup is not None else []
+        return (cpu.threads_of(pids) if pids else {}) or cpu.process_threads(self.pid)
 
     async def read_logs(
         self, limit_bytes: int, wait_for_sentinels: bool
