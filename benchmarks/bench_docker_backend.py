@@ -1,19 +1,25 @@
-"""Docker backend vs process backend: cold and warm starts, measured in one run.
+"""Docker Engine, Podman and the process backend: cold and warm starts, in one run.
 
-    python benchmarks/bench_docker_backend.py [--cold 15] [--warm 500] [--docker-host URL]
+    python benchmarks/bench_docker_backend.py [--cold 15] [--warm 500] [--engines docker,podman]
 
-Without ``--docker-host`` (or ``DOCKER_HOST``) it starts Podman's Docker API on its own socket
-under ``.state/bench`` and builds the local runtime images (``scripts/runtime-images.sh``);
-kinds map to them with ``containers.docker_local``. Prints, for python:3.11 (and fewer node
-cold starts):
+Holds the machine-wide benchmark lock, starts a Docker Engine (dockerd) and Podman's Docker
+API on their own sockets under ``.state/bench`` (scripts/services.sh; the local runtime
+images are built in each by scripts/runtime-images.sh; kinds map to them with
+``containers.docker_local``) and measures, for python:3.11 (and fewer node cold starts):
 
 - cold start = create → /init of a small action → first /run, median and p90, per backend,
-  with the Docker create split out, and the ratio docker / process;
+  with the engine's create + start + inspect split out, and the ratio to the process backend;
 - warm /run round trip and warm /run + read_logs (p50, p99), and the ratios;
+  the backends take turns (one cold start each, rounds of warm calls), so a load that
+  changes during the run weighs on all of them alike;
 - the Docker-only costs the pool adds around calls: assign_cores (cpuset + quota update),
   pause + resume, destroy.
 
-Every container carries the label ``ow-invoker-bench`` and is removed by it at the end.
+On dockerd the runtimes are reached with host networking (a loopback port each: that dockerd
+has no default bridge); ``docker-publish`` is the same dockerd with port 8080 published on
+127.0.0.1 of a bridge network this run creates (through Docker's userland proxy, as on a
+stock dockerd). Podman publishes on 127.0.0.1. Every container carries the label
+``ow-invoker-bench`` and is removed by it at the end.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -34,10 +41,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, STATE, percentile
+from common import ROOT, STATE, exclusive_machine, percentile
 
 from containers.backend import ContainerSpec
 from containers.docker import DockerBackend
+from containers.docker_engine import Engine
 from containers.docker_local import BINDS, local_images
 from containers.process import ProcessBackend
 
@@ -61,44 +69,65 @@ def summary(xs: list[float], scale: float, unit: str, p: float = 90) -> str:
     )
 
 
-async def cold_starts(
-    backend: Any, kind: str, code: str, n: int, tag: str
-) -> tuple[list[float], list[float]]:
-    """(create → init → first run, create alone) per container; the logs are read and the
+async def cold_start(backend: Any, kind: str, code: str, name: str) -> tuple[float, float]:
+    """(create → init → first run, create alone) of one container; the logs are read and the
     container destroyed outside the measured time."""
-    total, create = [], []
+    await asyncio.sleep(0.05)  # the process backend's zygote refills its spares meanwhile
+    t0 = time.perf_counter()
+    c = await backend.create(ContainerSpec(f"{backend.name_prefix}_{name}", kind, 256))
+    t1 = time.perf_counter()
+    r1 = await c.init(init_body(code), 30)
+    r2 = await c.run(RUN, 30)
+    total = time.perf_counter() - t0
+    assert r1.status == 200 and r2.status == 200, (r1, r2)
+    await c.read_logs(1 << 20, True)
+    await c.destroy()
+    return total, t1 - t0
+
+
+async def cold_starts(
+    backends: dict[str, Any], kind: str, code: str, n: int, tag: str
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """n cold starts per backend, the backends taking turns (a load that changes during the
+    run then weighs on all of them alike)."""
+    total: dict[str, list[float]] = {b: [] for b in backends}
+    create: dict[str, list[float]] = {b: [] for b in backends}
     for i in range(n):
-        await asyncio.sleep(0.05)  # the process backend's zygote refills its spares meanwhile
-        t0 = time.perf_counter()
-        c = await backend.create(ContainerSpec(f"{backend.name_prefix}_{i}_{tag}", kind, 256))
-        t1 = time.perf_counter()
-        r1 = await c.init(init_body(code), 30)
-        r2 = await c.run(RUN, 30)
-        total.append(time.perf_counter() - t0)
-        create.append(t1 - t0)
-        assert r1.status == 200 and r2.status == 200, (r1, r2)
-        await c.read_logs(1 << 20, True)
-        await c.destroy()
+        for name, backend in backends.items():
+            t, c = await cold_start(backend, kind, code, f"{i}_{tag}")
+            total[name].append(t)
+            create[name].append(c)
     return total, create
 
 
-async def warm(backend: Any, n: int) -> tuple[list[float], list[float]]:
-    """Warm /run round trips, and /run + read_logs (the invoker's per-call container work)."""
-    c = await backend.create(ContainerSpec(f"{backend.name_prefix}_w_warm", "python:3.11", 256))
-    await c.init(init_body(PY_CODE), 30)
-    await c.assign_cores(frozenset({0}))
-    for _ in range(20):
-        await c.run(RUN, 30)
-        await c.read_logs(1 << 20, True)
-    runs, with_logs = [], []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        await c.run(RUN, 30)
-        t1 = time.perf_counter()
-        await c.read_logs(1 << 20, True)
-        runs.append(t1 - t0)
-        with_logs.append(time.perf_counter() - t0)
-    await c.destroy()
+async def warm(
+    backends: dict[str, Any], n: int, rounds: int = 10
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Warm /run round trips, and /run + read_logs (the invoker's per-call container work):
+    one initialised container per backend pinned to the same core, n calls each, in rounds
+    that take turns."""
+    containers = {}
+    for name, backend in backends.items():
+        c = await backend.create(ContainerSpec(f"{backend.name_prefix}_w_warm", "python:3.11", 256))
+        await c.init(init_body(PY_CODE), 30)
+        await c.assign_cores(frozenset({0}))
+        for _ in range(20):
+            await c.run(RUN, 30)
+            await c.read_logs(1 << 20, True)
+        containers[name] = c
+    runs: dict[str, list[float]] = {b: [] for b in backends}
+    with_logs: dict[str, list[float]] = {b: [] for b in backends}
+    for _ in range(rounds):
+        for name, c in containers.items():
+            for _ in range(max(1, n // rounds)):
+                t0 = time.perf_counter()
+                await c.run(RUN, 30)
+                t1 = time.perf_counter()
+                await c.read_logs(1 << 20, True)
+                runs[name].append(t1 - t0)
+                with_logs[name].append(time.perf_counter() - t0)
+    for c in containers.values():
+        await c.destroy()
     return runs, with_logs
 
 
@@ -124,97 +153,156 @@ async def timed(call: Awaitable[Any]) -> float:
     return time.perf_counter() - t0
 
 
-def start_engine() -> tuple[str, Callable[[], None]]:
-    """Podman's Docker API under .state/bench (the tests' helper class), images built."""
+def start_engines(names: list[str]) -> tuple[dict[str, str], Callable[[], None]]:
+    """dockerd and/or Podman under .state/bench (the tests' service classes), images built."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from services import PodmanService
+    from services import DockerService, PodmanService
 
-    podman = PodmanService(STATE)
-    podman.setup()
+    started: list[Any] = []
 
     def stop() -> None:
-        podman.remove_containers(LABEL)
-        podman.teardown()
+        for svc in reversed(started):
+            svc.remove_containers(LABEL)
+            svc.teardown()
 
-    return podman.docker_host, stop
+    hosts = {}
+    try:
+        for name in names:
+            svc = DockerService(STATE) if name == "docker" else PodmanService(STATE)
+            svc.setup()
+            started.append(svc)
+            build_images(name, svc.docker_host)
+            hosts[name] = svc.docker_host
+    except BaseException:
+        stop()
+        raise
+    return hosts, stop
 
 
-def build_images() -> None:
+def build_images(engine: str, host: str) -> None:
+    env = {**os.environ, "OW_ENGINE": engine, "DOCKER_HOST": host}
     proc = subprocess.run(
-        [str(ROOT / "scripts" / "runtime-images.sh")], capture_output=True, text=True, check=False
+        [str(ROOT / "scripts" / "runtime-images.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     if proc.returncode != 0:
         sys.exit(f"scripts/runtime-images.sh failed:\n{proc.stdout}{proc.stderr}")
 
 
-async def measure(args: argparse.Namespace, docker_host: str, state: Path) -> None:
+async def bridge_network(host: str) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """A bridge network on a random private /24 of the bench dockerd (it has no default one)."""
+    engine = Engine(host)
+    await engine.start()
+    name = f"ow-bench-{os.getpid()}"
+    for _ in range(5):
+        subnet = f"10.{random.randint(160, 250)}.{random.randint(0, 255)}.0/24"
+        config = {"Name": name, "Driver": "bridge", "IPAM": {"Config": [{"Subnet": subnet}]}}
+        try:
+            network = await engine.docker.networks.create(config)
+            break
+        except Exception as e:  # an overlapping subnet: try another
+            error = e
+    else:
+        await engine.close()
+        raise RuntimeError(f"cannot create a bridge network: {error}")
+
+    async def remove() -> None:
+        try:
+            await network.delete()
+        finally:
+            await engine.close()
+
+    return name, remove
+
+
+def ratio(xs: list[float], base: list[float]) -> str:
+    return f"{statistics.median(xs) / statistics.median(base):.2f}"
+
+
+async def measure(args: argparse.Namespace, hosts: dict[str, str], state: Path) -> None:
     prefix = f"wskbench{os.getpid()}"
-    proc_b = ProcessBackend(state, prefix + "p")
-    dock_b = DockerBackend(
-        docker_host, prefix + "d", images=local_images(), binds=BINDS, labels={LABEL: "1"}
-    )
+    backends: dict[str, Any] = {"process": ProcessBackend(state, prefix + "p")}
+    cleanup: list[Callable[[], Awaitable[None]]] = []
+    common = {"images": local_images(), "binds": BINDS, "labels": {LABEL: "1"}}
+    if "docker" in hosts:
+        backends["docker"] = DockerBackend(hosts["docker"], prefix + "d", reach="host", **common)
+        if args.publish:
+            network, remove = await bridge_network(hosts["docker"])
+            cleanup.append(remove)
+            backends["docker-publish"] = DockerBackend(
+                hosts["docker"], prefix + "b", reach="publish", network=network, **common
+            )
+    if "podman" in hosts:
+        backends["podman"] = DockerBackend(hosts["podman"], prefix + "m", reach="publish", **common)
+    names = [n for n in backends if n != "process"] + ["process"]
     try:
-        await proc_b.start()
-        await dock_b.start()
-        await dock_b.remove_leftovers()
-        print(
-            f"engine: {dock_b.engine.version}; cpus: {os.cpu_count()}; "
-            f"load average: {os.getloadavg()[0]:.2f}"
-        )
+        for b in backends.values():
+            await b.start()
+            if isinstance(b, DockerBackend):
+                await b.remove_leftovers()
+        engines = {n: b.engine.version for n, b in backends.items() if isinstance(b, DockerBackend)}
+        print(f"engines: {engines}; cpus: {os.cpu_count()}; load: {os.getloadavg()[0]:.2f}")
         await asyncio.sleep(0.5)
-        dc, dcreate = await cold_starts(dock_b, "python:3.11", PY_CODE, args.cold, "py")
-        pc, pcreate = await cold_starts(proc_b, "python:3.11", PY_CODE, args.cold, "py")
-        print("python cold start (create + /init + first /run):")
-        print(f"  docker   {summary(dc, 1e3, 'ms')}")
-        print(f"    of which create+start+inspect {summary(dcreate, 1e3, 'ms')}")
-        print(f"  process  {summary(pc, 1e3, 'ms')}")
-        print(f"    of which create               {summary(pcreate, 1e3, 'ms')}")
-        ratio = statistics.median(dc) / statistics.median(pc)
-        print(f"  docker / process (medians): {ratio:.1f}")
+        ordered = {n: backends[n] for n in names}
         nodes = max(3, args.cold // 3)
-        dn, _ = await cold_starts(dock_b, "nodejs:20", NODE_CODE, nodes, "node")
-        pn, _ = await cold_starts(proc_b, "nodejs:20", NODE_CODE, nodes, "node")
+        cold, create = await cold_starts(ordered, "python:3.11", PY_CODE, args.cold, "py")
+        node, _ = await cold_starts(ordered, "nodejs:20", NODE_CODE, nodes, "node")
+        runs, logs = await warm(ordered, args.warm)
+        base = "process"
+        print("python cold start (create + /init + first /run); ratio to the process backend:")
+        for n in names:
+            print(f"  {n:<15} {summary(cold[n], 1e3, 'ms')}  x{ratio(cold[n], cold[base])}")
+            print(f"    {'create':<13} {summary(create[n], 1e3, 'ms')}")
         print("node cold start:")
-        print(f"  docker   {summary(dn, 1e3, 'ms')}")
-        print(f"  process  {summary(pn, 1e3, 'ms')}")
-        print(f"  docker / process (medians): {statistics.median(dn) / statistics.median(pn):.1f}")
-        dw, dwl = await warm(dock_b, args.warm)
-        pw, pwl = await warm(proc_b, args.warm)
-        print("python warm start (an initialised container):")
-        print(f"  /run             docker  {summary(dw, 1e6, 'us', 99)}")
-        print(f"  /run             process {summary(pw, 1e6, 'us', 99)}")
-        ratio = statistics.median(dw) / statistics.median(pw)
-        print(f"    docker / process (medians): {ratio:.2f}")
-        print(f"  /run + read_logs docker  {summary(dwl, 1e6, 'us', 99)}")
-        print(f"  /run + read_logs process {summary(pwl, 1e6, 'us', 99)}")
-        ratio = statistics.median(dwl) / statistics.median(pwl)
-        print(f"    docker / process (medians): {ratio:.2f}")
-        extras = await docker_extras(dock_b, max(5, args.cold // 2))
-        print(f"docker-only costs around calls (CPU updates via {dock_b.engine.cpu_method}):")
-        for name, xs in extras.items():
-            print(f"  {name:<14} {summary(xs, 1e3, 'ms')}")
+        for n in names:
+            print(f"  {n:<15} {summary(node[n], 1e3, 'ms')}  x{ratio(node[n], node[base])}")
+        print("python warm /run (an initialised container):")
+        for n in names:
+            print(f"  {n:<15} {summary(runs[n], 1e6, 'us', 99)}  x{ratio(runs[n], runs[base])}")
+        print("python warm /run + read_logs:")
+        for n in names:
+            print(f"  {n:<15} {summary(logs[n], 1e6, 'us', 99)}  x{ratio(logs[n], logs[base])}")
+        for n in names:
+            b = backends[n]
+            if not isinstance(b, DockerBackend) or n == "docker-publish":
+                continue
+            extras = await docker_extras(b, max(5, args.cold // 2))
+            print(f"{n}-only costs around calls (CPU updates via {b.engine.cpu_method}):")
+            for what, xs in extras.items():
+                print(f"  {what:<14} {summary(xs, 1e3, 'ms')}")
     finally:
-        await dock_b.close()
-        await proc_b.close()
+        for b in backends.values():
+            await b.close()
+        for remove in cleanup:
+            await remove()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--cold", type=int, default=15, help="python cold starts per backend")
     ap.add_argument("--warm", type=int, default=500, help="warm /run round trips per backend")
-    ap.add_argument("--docker-host", default=os.environ.get("DOCKER_HOST"))
+    ap.add_argument("--engines", default="docker,podman", help="docker, podman or both")
+    ap.add_argument(
+        "--no-publish",
+        dest="publish",
+        action="store_false",
+        help="skip dockerd with ports published through its userland proxy",
+    )
     args = ap.parse_args()
-    stop: Callable[[], None] = lambda: None  # noqa: E731
-    host = args.docker_host
-    if host is None:
-        host, stop = start_engine()
-    build_images()
-    state = Path(tempfile.mkdtemp(prefix="owbench-", dir="/var/tmp"))
-    try:
-        asyncio.run(measure(args, host, state))
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
-        stop()
+    engines = [e for e in args.engines.split(",") if e]
+    if not set(engines) <= {"docker", "podman"}:
+        sys.exit("--engines: docker, podman or docker,podman")
+    with exclusive_machine():
+        hosts, stop = start_engines(engines)
+        state = Path(tempfile.mkdtemp(prefix="owbench-", dir="/var/tmp"))
+        try:
+            asyncio.run(measure(args, hosts, state))
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+            stop()
 
 
 if __name__ == "__main__":

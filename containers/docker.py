@@ -6,11 +6,15 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
 - **create**: the image of the kind (the backend's overrides, else ``spec.image`` from the
   invoker's runtime manifest, else the stock manifest), ``--cpu-shares``, ``--memory`` with
   ``--memory-swap`` equal to it, pids limit 1024, ``nofile=1024:1024``, NET_RAW and NET_ADMIN
-  dropped, the json-file log driver, the spec's environment (nothing of the invoker's), port
-  8080 published on ``127.0.0.1`` at a random host port that is read back by inspect. The
-  runtime is reached through that port only, never through the bridge address. A managed
-  image missing locally is pulled (as ``docker run`` would); a blackbox image is pulled when
-  missing, and for ``latest`` (or no tag) a failed pull is fatal (:class:`ImagePullError`).
+  dropped, the json-file log driver, the spec's environment (nothing of the invoker's). A
+  managed image missing locally is pulled (as ``docker run`` would); a blackbox image is
+  pulled when missing, and for ``latest`` (or no tag) a failed pull is fatal
+  (:class:`ImagePullError`).
+- **how the runtime is reached** (``reach``): ``publish`` (default) publishes port 8080 on
+  ``127.0.0.1`` at a random host port read back by inspect; ``host`` runs the container in
+  the host's network with a loopback port of its own (``__OW_RUNTIME_LISTEN``, honoured by
+  the local runtime images; for a dockerd without a bridge); ``address`` is the stock
+  invoker's way: the container's own address on ``network``, port 8080 (production hosts).
 - **names and labels**: ``spec.name`` (``wsk0_7_guest_hello``), label ``ow-invoker.prefix``
   = the name prefix, plus the spec's and the backend's labels. :meth:`DockerBackend.
   remove_leftovers` removes containers that carry the label *and* the name prefix, nothing
@@ -21,15 +25,19 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
   then force remove.
 - **logs** cut at the sentinels from the engine's log file when it is local and readable
   (as the reference does), else from the engine's logs endpoint (:mod:`containers.docker_logs`).
-- **OOM**: ``State.OOMKilled``, polled for up to 2 s after a dropped connection as the
-  reference does. Podman 4.3 under cgroup v1 never sets it, so on Podman an exit by SIGKILL
-  (137) of a memory-limited container that nobody removed counts as OOM: inside its PID
-  namespace nothing can SIGKILL the container's init, so the kernel's OOM killer (or someone
-  on the host) did.
+- **OOM**: ``State.OOMKilled`` (Docker sets it), polled for up to 2 s after a dropped
+  connection as the reference does. Podman 4.3 under cgroup v1 never sets it, so on Podman
+  an exit by SIGKILL (137) of a memory-limited container that nobody removed counts as OOM:
+  inside its PID namespace nothing can SIGKILL the container's init, so the kernel's OOM
+  killer (or someone on the host) did.
 
 Errors on create/start/inspect remove the container and raise :class:`ContainerError` (the
 invoker answers "Failed to provision resources to run the action."); a runtime that dies or
-drops the connection during ``/init`` or ``/run`` raises :class:`ContainerGone`.
+drops the connection during ``/init`` or ``/run`` raises :class:`ContainerGone`, logged at
+WARNING with the reason. During ``/init`` a connection closed before any answer byte
+(:class:`~containers.http.NoAnswer`) is retried like a refused one while the container runs:
+Docker's userland proxy accepts for a runtime that does not listen yet and then resets, and
+taking that for a death killed containers that were still starting.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import re
+import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,7 +64,7 @@ from containers.backend import (
 from containers.cpu import CpuTimes, cgroup_cpu_file, read_cgroup_cpu, read_cgroup_pressure
 from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
-from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
+from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from containers.manifest import BLACKBOX, Manifest
 from invoker.supervisor import child, spawn
@@ -63,6 +73,21 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 RUNTIME_PORT = "8080/tcp"
+LISTEN_ENV = "__OW_RUNTIME_LISTEN"  # host networking: the runtime's own loopback address
+REACH_MODES = ("publish", "host", "address")
+
+
+def _host_ports() -> tuple[int, int]:
+    """Ports for host-network runtimes: just below the kernel's ephemeral range (30000-32767
+    by default; the project's services listen lower)."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    return max(1024, ephemeral - 2768), ephemeral
+
+
+HOST_PORTS = _host_ports()
 PREFIX_LABEL = "ow-invoker.prefix"
 OOM_WAIT_S = 2.0
 EXIT_WATCH_S = 0.25  # /init retries this long before the container's state is checked
@@ -108,17 +133,17 @@ class DockerContainer:
         cid: str,
         kind: str,
         image: str,
-        port: int,
+        address: tuple[str, int],
         logs: LogSource,
     ) -> None:
         self.name = name
         self.id = cid
         self.kind = kind
         self.image = image
-        self.port = port
+        self.host, self.port = address
         self._backend = backend
         self._engine = backend.engine
-        self._client = RuntimeClient(HOST, port, backend.max_response_bytes)
+        self._client = RuntimeClient(self.host, self.port, backend.max_response_bytes)
         self._log = logs
         self._cores: frozenset[int] | None = None
         self._destroyed = False
@@ -127,7 +152,7 @@ class DockerContainer:
 
     @property
     def address(self) -> tuple[str, int]:
-        return HOST, self.port
+        return self.host, self.port
 
     @property
     def log_source(self) -> str:
@@ -146,7 +171,7 @@ class DockerContainer:
         """POST /init; gives up early (ContainerGone) if the container exits while /init
         is still retrying its connection."""
         self._check()
-        answer = child(self._client.post_init(body, timeout_s))
+        answer = child(self._post_init(body, timeout_s))
         watch = child(self._watch_exit())
         try:
             await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -154,12 +179,33 @@ class DockerContainer:
             for task in (answer, watch):
                 if not task.done():
                     task.cancel()
-        if answer.done() and not answer.cancelled():
-            if watch.done() and not watch.cancelled():
-                watch.exception()  # retrieved: the answer wins
-            return answer.result()
-        await asyncio.gather(answer, return_exceptions=True)
-        return await watch  # raises ContainerGone
+        try:
+            if answer.done() and not answer.cancelled():
+                if watch.done() and not watch.cancelled():
+                    watch.exception()  # retrieved: the answer wins
+                return answer.result()
+            await asyncio.gather(answer, return_exceptions=True)
+            return await watch  # raises ContainerGone
+        except ContainerGone as e:
+            log.warning("container %s declared gone during /init: %s", self.name, e)
+            raise
+
+    async def _post_init(self, body: bytes, timeout_s: float) -> HttpResult:
+        """/init, retrying connections that close before any answer until the timeout (a
+        proxy accepting for a runtime not listening yet); :meth:`_watch_exit` tells a
+        runtime that really died."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            try:
+                return await self._client.post_init(body, max(0.0, deadline - loop.time()))
+            except NoAnswer as e:
+                if loop.time() + CONNECT_RETRY_S >= deadline:
+                    raise TimeoutError(
+                        f"the runtime of {self.name} closed every connection unanswered"
+                    ) from e
+                log.debug("container %s: /init unanswered (%s); retrying", self.name, e)
+                await asyncio.sleep(CONNECT_RETRY_S)
 
     async def _watch_exit(self) -> HttpResult:
         await asyncio.sleep(EXIT_WATCH_S)
@@ -178,7 +224,11 @@ class DockerContainer:
 
     async def run(self, body: bytes, timeout_s: float) -> HttpResult:
         self._check()
-        return await self._client.post_run(body, timeout_s)
+        try:
+            return await self._client.post_run(body, timeout_s)
+        except ContainerGone as e:
+            log.warning("container %s declared gone during /run: %s", self.name, e)
+            raise
 
     async def assign_cores(self, cores: frozenset[int]) -> None:
         """Cpuset = ``cores`` and a quota of ``len(cores)`` CPUs, for the coming call."""
@@ -285,12 +335,13 @@ class DockerBackend:
     :class:`Manifest`, a mapping, or a function returning None for "no override").
     ``binds``: volumes for every container (``/usr:/usr:ro``), as the stock ``extra-args``.
     ``labels``: put on every container besides ``ow-invoker.prefix``. ``network``: Docker
-    network (stock default ``bridge``). ``log_source``: ``auto`` tails the engine's log file
-    when this process can read it (a local engine) and uses the logs endpoint otherwise,
-    ``file`` or ``api`` insist on one (see :mod:`containers.docker_logs`). Also
-    ``max_response_bytes`` (of a runtime's answer kept), ``pids_limit``, ``nofile`` (ulimit),
-    ``log_driver`` (None: the engine's default) and ``max_concurrent_creates`` (the reference
-    runs at most 10 ``docker run`` at once)."""
+    network (stock default ``bridge``; ignored by ``reach="host"``). ``reach``: how the
+    runtime is reached, ``publish``, ``host`` or ``address`` (module docstring).
+    ``log_source``: ``auto`` tails the engine's log file when this process can read it (a
+    local engine) and uses the logs endpoint otherwise, ``file`` or ``api`` insist on one
+    (see :mod:`containers.docker_logs`). Also ``max_response_bytes`` (of a runtime's answer
+    kept), ``pids_limit``, ``nofile`` (ulimit), ``log_driver`` (None: the engine's default)
+    and ``max_concurrent_creates`` (the reference runs at most 10 ``docker run`` at once)."""
 
     name = "docker"
 
@@ -303,6 +354,7 @@ class DockerBackend:
         binds: Sequence[str] = (),
         labels: Mapping[str, str] | None = None,
         network: str | None = "bridge",
+        reach: str = "publish",
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         pids_limit: int = 1024,
         nofile: int = 1024,
@@ -314,12 +366,17 @@ class DockerBackend:
             raise ValueError(f"bad name prefix {name_prefix!r}")
         if log_source not in LOG_SOURCES:
             raise ValueError(f"log_source must be one of {LOG_SOURCES}, not {log_source!r}")
+        if reach not in REACH_MODES:
+            raise ValueError(f"reach must be one of {REACH_MODES}, not {reach!r}")
+        if reach == "address" and not network:
+            raise ValueError('reach="address" needs a network')
         self.docker_host = docker_host
         self.name_prefix = name_prefix
         self.image_override = _resolver(images)
         self.binds = tuple(binds)
         self.labels = dict(labels or {})
         self.network = network
+        self.reach = reach
         self.max_response_bytes = max_response_bytes
         self.pids_limit = pids_limit
         self.nofile = nofile
@@ -330,6 +387,7 @@ class DockerBackend:
         self._stock = Manifest()
         self._creating = asyncio.Semaphore(max_concurrent_creates)
         self._containers: dict[str, DockerContainer] = {}
+        self._ports: set[int] = set()  # loopback ports given to host-network containers
         self._discards: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -353,21 +411,26 @@ class DockerBackend:
         if not name.startswith(self.name_prefix + "_"):
             name = f"{self.name_prefix}_{name}"
         await self.start()
-        async with self._creating:
-            if spec.kind == BLACKBOX:
-                await self._ensure_blackbox_image(image)
-            cid = await self._create(name, image, spec, pull=spec.kind != BLACKBOX)
-            try:
-                await self.engine.start_container(cid)
-                info = await self.engine.inspect(cid)
-                port = self._port(info)
-                logs = self._logs(cid, info)
-            except BaseException as e:
-                self._discard(cid)
-                if isinstance(e, EngineError):
-                    raise ContainerError(f"starting {name}: {e}") from e
-                raise
-        container = DockerContainer(self, name, cid, spec.kind, image, port, logs)
+        port = self._loopback_port() if self.reach == "host" else None
+        try:
+            async with self._creating:
+                if spec.kind == BLACKBOX:
+                    await self._ensure_blackbox_image(image)
+                cid = await self._create(name, image, spec, pull=spec.kind != BLACKBOX, port=port)
+                try:
+                    await self.engine.start_container(cid)
+                    info = await self.engine.inspect(cid)
+                    address = (HOST, port) if port else self._address(info)
+                    logs = self._logs(cid, info)
+                except BaseException as e:
+                    self._discard(cid)
+                    if isinstance(e, EngineError):
+                        raise ContainerError(f"starting {name}: {e}") from e
+                    raise
+        except BaseException:
+            self._ports.discard(port or 0)
+            raise
+        container = DockerContainer(self, name, cid, spec.kind, image, address, logs)
         self._containers[cid] = container
         return container
 
@@ -424,8 +487,11 @@ class DockerBackend:
             image = stock.image
         return image
 
-    def container_config(self, image: str, spec: ContainerSpec) -> dict[str, Any]:
-        """The create request (``docker run`` flags of spec 3.2)."""
+    def container_config(
+        self, image: str, spec: ContainerSpec, port: int | None = None
+    ) -> dict[str, Any]:
+        """The create request (``docker run`` flags of spec 3.2); ``port``: the runtime's
+        loopback port with ``reach="host"``."""
         memory = spec.memory_mb * 1024 * 1024
         ulimits = [{"Name": "nofile", "Soft": self.nofile, "Hard": self.nofile}]
         if self.engine.is_podman:  # see containers.docker_engine
@@ -436,29 +502,40 @@ class DockerBackend:
             "PidsLimit": self.pids_limit,
             "Ulimits": ulimits,
             "CapDrop": ["NET_RAW", "NET_ADMIN"],
-            "PortBindings": {RUNTIME_PORT: [{"HostIp": HOST, "HostPort": ""}]},
         }
+        env = [f"{k}={v}" for k, v in spec.env.items()]
         if spec.cpu_shares is not None:
             host["CpuShares"] = spec.cpu_shares
-        if self.network:
+        if self.reach == "host":
+            if port is None:
+                raise ValueError('reach="host" needs a port per container')
+            host["NetworkMode"] = "host"
+            env.append(f"{LISTEN_ENV}={HOST}:{port}")
+        elif self.network:
             host["NetworkMode"] = self.network
+        if self.reach == "publish":
+            host["PortBindings"] = {RUNTIME_PORT: [{"HostIp": HOST, "HostPort": ""}]}
         if self.log_driver:
             host["LogConfig"] = {"Type": self.log_driver, "Config": {}}
         if self.binds:
             host["Binds"] = list(self.binds)
         labels = {**self.labels, **spec.labels, PREFIX_LABEL: self.name_prefix}
-        return {
+        config: dict[str, Any] = {
             "Image": image,
-            "Env": [f"{k}={v}" for k, v in spec.env.items()],
+            "Env": env,
             "Labels": labels,
-            "ExposedPorts": {RUNTIME_PORT: {}},
             "HostConfig": host,
         }
+        if self.reach != "host":
+            config["ExposedPorts"] = {RUNTIME_PORT: {}}
+        return config
 
-    async def _create(self, name: str, image: str, spec: ContainerSpec, pull: bool) -> str:
+    async def _create(
+        self, name: str, image: str, spec: ContainerSpec, pull: bool, port: int | None
+    ) -> str:
         """Create the container: pull a missing image once if ``pull`` (as ``docker run``),
         and replace a stale container of ours that holds the name."""
-        config = self.container_config(image, spec)
+        config = self.container_config(image, spec, port)
         pulled, replaced = not pull, False
         while True:
             try:
@@ -488,22 +565,54 @@ class DockerBackend:
         return True
 
     async def _ensure_blackbox_image(self, image: str) -> None:
+        """A missing image is pulled. As the reference, a failed pull is the action's problem
+        (:class:`ImagePullError`) for ``latest``, and for other tags when no local copy
+        exists (the reference learns that from the failing ``docker run``): an invoker must
+        not turn unhealthy over a user's missing image."""
+        present: bool | None = None
         try:
-            if await self.engine.image_exists(image):
+            present = await self.engine.image_exists(image)
+            if present:
                 return
             await self.engine.pull(image)
         except EngineError as e:
-            if image_tag(image) in (None, "latest"):
+            if image_tag(image) in (None, "latest") or present is False:
                 raise ImagePullError(f"Failed to pull container image '{image}'.") from e
             log.warning("pulling %s failed (%s); trying a local copy", image, e)
 
-    @staticmethod
-    def _port(info: Mapping[str, Any]) -> int:
-        ports = ((info.get("NetworkSettings") or {}).get("Ports") or {}).get(RUNTIME_PORT)
-        for binding in ports or ():
+    def _address(self, info: Mapping[str, Any]) -> tuple[str, int]:
+        """Where the runtime answers: its published loopback port, or (``address``) its own
+        address on the network, port 8080."""
+        settings = info.get("NetworkSettings") or {}
+        if self.reach == "address":
+            net = (settings.get("Networks") or {}).get(self.network or "") or {}
+            ip = net.get("IPAddress") or settings.get("IPAddress")
+            if not ip:
+                raise EngineError("inspect", 0, f"no address on network {self.network!r}")
+            return str(ip), int(RUNTIME_PORT.split("/")[0])
+        for binding in (settings.get("Ports") or {}).get(RUNTIME_PORT) or ():
             if binding.get("HostIp") in (HOST, "", None) and binding.get("HostPort"):
-                return int(binding["HostPort"])
+                return HOST, int(binding["HostPort"])
         raise EngineError("inspect", 0, f"port {RUNTIME_PORT} is not published on {HOST}")
+
+    def _loopback_port(self) -> int:
+        """A free loopback port for a host-network runtime, drawn below the kernel's
+        ephemeral range (a port an outgoing connection holds there would make the runtime's
+        bind fail) and not given to another container of ours (a starting runtime has not
+        bound its port yet)."""
+        low, high = HOST_PORTS
+        for _ in range(200):
+            port = random.randrange(low, high)
+            if port in self._ports:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind((HOST, port))
+                except OSError:
+                    continue
+            self._ports.add(port)
+            return port
+        raise ContainerError(f"no free loopback port in {low}-{high - 1}")
 
     def _logs(self, cid: str, info: Mapping[str, Any]) -> LogSource:
         """Tail the engine's log file if this process can read it, else use the endpoint."""
@@ -552,3 +661,5 @@ class DockerBackend:
     def _forget(self, c: DockerContainer) -> None:
         if self._containers.get(c.id) is c:
             del self._containers[c.id]
+            if self.reach == "host":
+                self._ports.discard(c.port)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import json
 import re
 import struct
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -42,6 +43,7 @@ from containers.logfile import (
     IDLE_TIMEOUT_S,
     LogFile,
     LogParser,
+    LogWatcher,
     overall_timeout_s,
 )
 from invoker.protocol.logs import SENTINEL
@@ -49,6 +51,8 @@ from invoker.protocol.logs import SENTINEL
 _HEADER = struct.Struct(">BxxxI")
 _STREAMS = {1: "stdout", 2: "stderr"}
 _SENTINEL_LINE = SENTINEL + "\n"
+_SENTINEL_BYTES = SENTINEL.encode()
+_SENTINEL_ENTRY = b'{"log":"' + _SENTINEL_BYTES + b'\\n"'
 _TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)$")
 
 
@@ -226,7 +230,11 @@ class EngineLog:
 
 class JsonLogFile(LogFile):
     """Docker's json-file log: read as the process backend's, times normalised (Docker
-    trims trailing zeros: ``...40.59012345Z``)."""
+    trims trailing zeros: ``...40.59012345Z``), a sentinel glued to an unterminated line
+    split off (:func:`split_glued_sentinel`)."""
+
+    def __init__(self, path: str, watcher: LogWatcher | None = None) -> None:
+        super().__init__(path, watcher, convert=split_glued_sentinel)
 
     async def read(
         self,
@@ -239,6 +247,21 @@ class JsonLogFile(LogFile):
             limit_bytes, wait_for_sentinels, idle_timeout_s, overall_timeout
         )
         return [normalised(line) for line in lines], complete
+
+
+def split_glued_sentinel(raw: bytes) -> bytes:
+    """One line of Docker's json-file (newline excluded), as json-file line(s). Docker ends an
+    entry at a newline only, so an action's last output without one arrives glued to the
+    sentinel (``"no newlineXXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\\n"``); split it off as
+    the process backend's zygote does. Lines without the sentinel pass unparsed."""
+    if _SENTINEL_BYTES not in raw or raw.startswith(_SENTINEL_ENTRY):
+        return raw + b"\n"
+    try:
+        entry = json.loads(raw)
+        text, stream, time = entry["log"], entry["stream"], entry["time"]
+    except (ValueError, KeyError, TypeError):
+        return raw + b"\n"
+    return b"".join(json_lines(time, stream, text))
 
 
 def normalised(line: LogLine) -> LogLine:

@@ -14,6 +14,8 @@ def make_backend(
     name_prefix: str,
     docker_host: str | None = None,
     docker_binds: tuple[str, ...] = (),
+    docker_reach: str = "publish",
+    docker_network: str = "bridge",
     action_user: str | None = None,
 ) -> ContainerBackend:
     if kind == "process":
@@ -26,5 +28,11 @@ def make_backend(
         from containers.docker import DockerBackend
 
         # Images come with each ContainerSpec, from the invoker's runtime manifest.
-        return DockerBackend(docker_host=docker_host, name_prefix=name_prefix, binds=docker_binds)
+        return DockerBackend(
+            docker_host=docker_host,
+            name_prefix=name_prefix,
+            binds=docker_binds,
+            reach=docker_reach,
+            network=docker_network,
+        )
     raise ValueError(f"unknown container backend {kind!r}: choose process or docker")

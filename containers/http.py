@@ -33,6 +33,13 @@ class ProtocolError(Exception):
     """The runtime's answer is not HTTP/1.1 we can read."""
 
 
+class NoAnswer(ContainerGone):
+    """The connection closed before a single byte of an answer came back. Behind a proxy
+    that accepts for the runtime (Docker's userland proxy for a published port), this is
+    what a runtime that does not listen yet looks like, so /init may retry it while the
+    container runs (:meth:`containers.docker.DockerContainer.init`)."""
+
+
 class ResponseParser:
     """Incremental HTTP/1.1 response parser (Content-Length, chunked, or read-until-close).
 
@@ -180,19 +187,21 @@ class ResponseParser:
 
 
 class _Connection(asyncio.Protocol):
-    __slots__ = ("closed", "parser", "transport", "waiter")
+    __slots__ = ("answered", "closed", "parser", "transport", "waiter")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser: ResponseParser | None = None
         self.waiter: asyncio.Future[ResponseParser] | None = None
         self.closed = False
+        self.answered = False  # any byte received on this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         parser = self.parser
         if parser is None:  # unsolicited bytes: this connection is no longer usable
             self.close()
@@ -215,7 +224,8 @@ class _Connection(asyncio.Protocol):
             self._finish()
         else:
             reason = f": {exc}" if exc else ""
-            self._fail(ContainerGone(f"the runtime closed the connection{reason}"))
+            gone = ContainerGone if self.answered else NoAnswer
+            self._fail(gone(f"the runtime closed the connection{reason}"))
 
     def _finish(self) -> None:
         waiter, parser = self.waiter, self.parser

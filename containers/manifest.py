@@ -1,6 +1,7 @@
 """The runtime manifest: which kinds exist, their defaults, and the image for each.
 
-Mirrors the stock ``runtimes.json`` (``openwhisk/action-python-v3.11`` ...). Images can be
+Mirrors the stock ``runtimes.json`` (nodejs:18, nodejs:20, python:3.10, python:3.11 with the
+stock defaults nodejs:20 and python:3.10), plus a few python kinds of our own. Images can be
 overridden per kind by configuration (``--runtime-image KIND=IMAGE``) or replaced wholesale
 by a ``runtimes.json`` file in the stock format (``RUNTIMES_MANIFEST``).
 """
@@ -8,7 +9,7 @@ by a ``runtimes.json`` file in the stock format (``RUNTIMES_MANIFEST``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +33,46 @@ _STOCK: tuple[Runtime, ...] = (
         default=True,
         stem_cells=((2, 256),),
     ),
+    # The stock manifest's python kinds (apache/openwhisk ansible/files/runtimes.json):
+    # python:3.10 (its default) and python:3.11.
+    Runtime("python:3.10", "python", "openwhisk/action-python-v3.10:nightly", default=True),
+    Runtime("python:3.11", "python", "openwhisk/action-python-v3.11:nightly"),
+    # Not in the stock manifest (a stock controller answers 400 for them): kept so that
+    # actions created earlier through our own front still run; never use them for a
+    # deployment with a stock controller.
     Runtime("python:3", "python", "openwhisk/action-python-v3.11:nightly"),
     Runtime("python:3.9", "python", "openwhisk/action-python-v3.9:nightly"),
-    Runtime("python:3.10", "python", "openwhisk/action-python-v3.10:nightly"),
-    Runtime("python:3.11", "python", "openwhisk/action-python-v3.11:nightly", default=True),
     Runtime("python:3.12", "python", "openwhisk/action-python-v3.12:nightly"),
 )
 
 BLACKBOX = "blackbox"
+# The stock manifest's ``blackboxes``: images the platform provides for blackbox actions.
+_STOCK_BLACKBOXES = frozenset({"openwhisk/dockerskeleton:nightly"})
+
+
+def _with_tag(image: str) -> str:
+    """``image`` with its tag spelled out (none means ``latest``, as Docker and the stock
+    ``ImageName`` equality have it)."""
+    name = image.split("@", 1)[0]
+    return image if ":" in name.rpartition("/")[2] else f"{image}:latest"
 
 
 @dataclass(frozen=True)
 class Manifest:
+    """``blackboxes`` and ``bypass_pull_prefix``: the stock manifest's ``blackboxes`` and
+    ``bypassPullForLocalImages``, which make a blackbox image "native" (:meth:`native`)."""
+
     runtimes: dict[str, Runtime] = field(default_factory=lambda: {r.kind: r for r in _STOCK})
+    blackboxes: frozenset[str] = _STOCK_BLACKBOXES
+    bypass_pull_prefix: str | None = None
+
+    def native(self, image: str) -> bool:
+        """Whether a blackbox image is one the platform provides (stock ``skipDockerPull``):
+        the stock invoker treats it as a managed image, with sentinelled logs."""
+        if _with_tag(image) in {_with_tag(b) for b in self.blackboxes}:
+            return True
+        prefix = image.rpartition("/")[0]
+        return bool(prefix) and prefix == self.bypass_pull_prefix
 
     @property
     def defaults(self) -> dict[str, str]:
@@ -75,7 +103,7 @@ class Manifest:
             runtimes[kind] = Runtime(
                 base.kind, base.family, image, base.default, base.sentinelled_logs, base.stem_cells
             )
-        return Manifest(runtimes)
+        return replace(self, runtimes=runtimes)
 
     @classmethod
     def from_stock_json(cls, data: dict[str, Any]) -> Manifest:
@@ -98,7 +126,13 @@ class Manifest:
                     bool(e.get("sentinelledLogs", True)),
                     cells,
                 )
-        return cls(runtimes)
+        boxes = frozenset(
+            "/".join(p.strip("/") for p in (b.get("registry"), b.get("prefix"), b["name"]) if p)
+            + (f":{b['tag']}" if b.get("tag") else "")
+            for b in data.get("blackboxes", [])
+        )
+        bypass = data.get("bypassPullForLocalImages")
+        return cls(runtimes, boxes, bypass if isinstance(bypass, str) and bypass else None)
 
     @classmethod
     def load(cls, path: str | Path) -> Manifest:

@@ -59,9 +59,16 @@ def used_memory(slots: Iterable[SlotView]) -> int:
 
 
 def place(
-    slots: Mapping[int, SlotView], key: WarmKey, kind: str, memory_mb: int, user_memory_mb: int
+    slots: Mapping[int, SlotView],
+    key: WarmKey,
+    kind: str,
+    memory_mb: int,
+    user_memory_mb: int,
+    *,
+    prewarm: bool = True,
 ) -> Placement | None:
-    """Choose a container for a call, or None if it must wait for memory to free up."""
+    """Choose a container for a call, or None if it must wait for memory to free up.
+    ``prewarm=False``: not a prewarmed one (it was started without what this call needs)."""
     warm = [
         (s.last_used, sid)
         for sid, s in slots.items()
@@ -71,7 +78,7 @@ def place(
         # Prefer an unpaused container, then the most recently used one.
         best = max(warm, key=lambda t: (slots[t[1]].state is SlotState.IDLE, t[0], -t[1]))
         return Placement(How.WARM, best[1])
-    for sid, s in sorted(slots.items()):
+    for sid, s in sorted(slots.items()) if prewarm else ():
         if s.state is SlotState.PREWARM and s.kind == kind and s.memory_mb == memory_mb:
             return Placement(How.PREWARM, sid)
     free = user_memory_mb - used_memory(slots.values())

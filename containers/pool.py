@@ -3,6 +3,12 @@
 Reservation is synchronous (so the dispatcher decides atomically), the slow work — creating,
 resuming, destroying — is awaited by the caller of :meth:`ContainerPool.prepare`. A janitor
 pauses containers idle for ``pause_grace_s`` and removes those idle for ``idle_timeout_s``.
+
+A container of an action with ``limits.concurrency`` N > 1 is created with
+``__OW_ALLOW_CONCURRENT=true`` (how the stock runtimes learn they may overlap ``/run``s;
+prewarmed containers lack it, so such actions start their own), and up to N calls
+:meth:`ContainerPool.join` it while it is busy; it counts its memory once, and goes back to
+idle (or is destroyed, if any of its calls said so) when the last one leaves.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from containers.backend import (
     Container,
@@ -39,11 +46,20 @@ class Slot:
     last_used: float = 0.0
     container: Container | None = None
     initialized: bool = False
+    image: str | None = None  # a blackbox action's own image (else the kind's)
     ready: asyncio.Future[None] | None = None  # resolved when a STARTING prewarm is up
     paused: bool = False  # the backend's state, which may lag ``state`` while pausing
     pausing: asyncio.Task[None] | None = None
     logs_done: asyncio.Future[None] | None = None  # the last activation's log collection
     condemned: bool = False  # destroy at release (its logs could not be collected)
+    concurrency: int = 1  # calls it may run at once (the action's limit)
+    calls: int = 0  # calls holding it now
+    # Making it ready is done once for all the calls that share it: creating or resuming
+    # it (``preparing``), then ``/init`` (``init_result``: None if it succeeded, else the
+    # error every call that shares it answers with, as the stock invoker aborts them).
+    preparing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    failure: Exception | None = None  # why creating it failed
+    init_result: asyncio.Future[Any] | None = None
 
     def view(self) -> SlotView:
         return SlotView(self.kind, self.memory_mb, self.state, self.key, self.last_used)
@@ -147,20 +163,31 @@ class ContainerPool:
 
     # -- reservation (synchronous) and preparation (awaited) --
 
-    def reserve(self, key: WarmKey, kind: str, memory_mb: int) -> Lease | None:
+    def reserve(
+        self,
+        key: WarmKey,
+        kind: str,
+        memory_mb: int,
+        image: str | None = None,
+        concurrency: int = 1,
+    ) -> Lease | None:
+        """``image``: a blackbox action's image, for a container created for this call;
+        ``concurrency``: the action's limit (> 1: a container that calls may :meth:`join`)."""
         views = {sid: s.view() for sid, s in self.slots.items()}
-        p = place(views, key, kind, memory_mb, self.user_memory_mb)
+        p = place(views, key, kind, memory_mb, self.user_memory_mb, prewarm=concurrency == 1)
         if p is None:
             return None
         victims = [self.slots.pop(sid) for sid in p.evict]
         if p.slot is not None:
             slot = self.slots[p.slot]
         else:
-            slot = Slot(next(self._ids), kind, memory_mb, SlotState.STARTING)
+            slot = Slot(next(self._ids), kind, memory_mb, SlotState.STARTING, image=image)
             self.slots[slot.id] = slot
         slot.state = SlotState.BUSY
         slot.key = key
         slot.last_used = self.clock.now()
+        slot.concurrency = concurrency
+        slot.calls = 1
         if p.how is How.PREWARM:
             self.prewarm_starts += 1
             self._refill(kind, memory_mb)
@@ -171,26 +198,57 @@ class ContainerPool:
         self.evictions += len(victims)
         return Lease(slot, p.how, victims)
 
+    def join(self, slot: Slot) -> Lease | None:
+        """One more call into a busy container of concurrency > 1 (its action's), or None
+        if it takes no more: full, or going (a call in it failed, or it is gone)."""
+        if (
+            self.slots.get(slot.id) is not slot
+            or slot.state is not SlotState.BUSY
+            or slot.condemned
+            or slot.failure is not None
+            or slot.calls >= slot.concurrency
+        ):
+            return None
+        slot.calls += 1
+        slot.last_used = self.clock.now()
+        self.warm_starts += 1
+        return Lease(slot, How.WARM)
+
     async def prepare(self, lease: Lease, namespace: str, action_name: str) -> Container:
-        """Make the leased container ready: destroy victims, create or resume it."""
+        """Make the leased container ready: destroy victims, create or resume it (once,
+        for all the calls that share it)."""
         for victim in lease.evict:
             self._spawn(self._destroy(victim))
         slot = lease.slot
-        if slot.container is None and slot.ready is not None:
-            await slot.ready  # a prewarm still starting
-        if slot.container is None:
-            name = self._name(f"{_clean(namespace)}_{_clean(action_name)}")
-            slot.container = await self._create(slot, name)
-        if slot.pausing is not None:
-            await slot.pausing
-        if slot.paused:
-            await slot.container.resume()
-            slot.paused = False
+        async with slot.preparing:
+            if slot.container is None and slot.ready is not None:
+                await slot.ready  # a prewarm still starting
+            if slot.failure is not None:  # the call that was creating it failed
+                raise slot.failure
+            if slot.container is None:
+                name = self._name(f"{_clean(namespace)}_{_clean(action_name)}")
+                try:
+                    slot.container = await self._create(slot, name)
+                except Exception as e:
+                    slot.failure = e
+                    raise
+            if slot.pausing is not None:
+                await slot.pausing
+            if slot.paused:
+                await slot.container.resume()
+                slot.paused = False
         return slot.container
 
     def release(self, lease: Lease, healthy: bool) -> None:
-        """Return the container: back to idle, or destroyed after a developer/whisk error."""
+        """Return the container: back to idle, or destroyed after a developer/whisk error
+        (when its last call leaves, if calls share it)."""
         slot = lease.slot
+        slot.calls -= 1
+        if slot.calls > 0:
+            if not healthy:
+                slot.condemned = True  # takes no more calls; destroyed when the last leaves
+            self.on_change()
+            return
         if healthy and slot.container is not None and not slot.condemned:
             slot.state = SlotState.IDLE
             slot.last_used = self.clock.now()
@@ -223,9 +281,11 @@ class ContainerPool:
             name=name,
             kind=slot.kind,
             memory_mb=slot.memory_mb,
-            image=self.image_for(slot.kind),
+            image=slot.image or self.image_for(slot.kind),
             cpu_shares=self.cpu_shares(slot.memory_mb),
-            env=self.container_env,
+            env={**self.container_env, "__OW_ALLOW_CONCURRENT": "true"}
+            if slot.concurrency > 1
+            else self.container_env,
         )
         try:
             container = await self.backend.create(spec)
@@ -303,6 +363,9 @@ class ContainerPool:
     async def _destroy(self, slot: Slot) -> None:
         if slot.ready is not None and not slot.ready.done():
             await asyncio.shield(slot.ready)
+        if slot.concurrency > 1 and slot.logs_done is not None:
+            # Its calls' logs are read in turn after they leave (see ActivationRunner).
+            await asyncio.shield(slot.logs_done)
         if slot.container is not None:
             await slot.container.destroy()
             slot.container = None

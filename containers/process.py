@@ -54,6 +54,7 @@ from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
+from containers.manifest import BLACKBOX
 from invoker.protocol import json
 from invoker.supervisor import spawn
 
@@ -481,6 +482,11 @@ class ProcessBackend:
         await self._ensure_zygote()
 
     async def create(self, spec: ContainerSpec) -> ProcessContainer:
+        if spec.kind == BLACKBOX:
+            raise ValueError(
+                f"blackbox actions (image {spec.image!r}) need the docker backend; this "
+                "invoker runs the process backend, which has no container images"
+            )
         if not self.supports(spec.kind):
             raise ValueError(f"the process backend cannot run kind {spec.kind!r}")
         if self._closed:
@@ -708,9 +714,8 @@ class ProcessBackend:
         marker = ["--marker", self.name_prefix]
         if _family(spec.kind) == "nodejs":
             assert self.node is not None
-            heap = (
-                [] if cg is not None else [f"--max-old-space-size={max(spec.memory_mb - 32, 16)}"]
-            )
+            # Without a cgroup nothing else bounds node's heap (RLIMIT_AS would break V8).
+            heap = [] if cg else [f"--max-old-space-size={max(spec.memory_mb - 32, 16)}"]
             # The script comes on stdin, opened by the zygote before any change of user: an
             # action user needs no access to the project's directory (its name stays in ps).
             req["exec"] = [self.node, *heap, "-", NODE_RUNTIME.name, "--listen-fd", "3", *marker]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from invoker.protocol.actions import resolve_kind
+from invoker.protocol.actions import resolve_kind, valid_image
 from invoker.protocol.controller import action_document
 from invoker.protocol.records import StatusCode
 
@@ -130,8 +130,15 @@ def new_action_document(
         image = exec_.get("image")
         if kind == "blackbox" and not isinstance(image, str):
             raise BadRequest("The request content was malformed: blackbox needs exec.image.")
+        if kind == "blackbox" and not valid_image(image):
+            raise BadRequest(
+                f"The request content was malformed: image name {image[:128]!r} is not valid."
+            )
         binary = exec_.get("binary")
         code_text = exec_.get("code")
+        if kind == "blackbox" and isinstance(code_text, str) and not code_text.strip():
+            exec_ = {k: v for k, v in exec_.items() if k != "code"}  # blank: pure blackbox
+            code_text = None
         if binary is None:
             binary = isinstance(code_text, str) and _looks_zip(code_text)
         code = _code_bytes(exec_, bool(binary))

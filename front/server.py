@@ -37,6 +37,13 @@ def add_front_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-memory-mb", type=int, default=2048, help="largest action memory the API accepts"
     )
     parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=1,
+        help="largest action limits.concurrency the API accepts (stock default 1; e.g. 200 "
+        "for wskdebug)",
+    )
+    parser.add_argument(
         "--blocking-wait-s",
         type=float,
         default=60.0,
@@ -50,7 +57,11 @@ def front_options(args: argparse.Namespace) -> dict[str, object]:
         "host": args.host,
         "port": args.port,
         "identities": Identities.parse(args.auth),
-        "limits": Limits(max_timeout_ms=args.max_timeout_ms, max_memory_mb=args.max_memory_mb),
+        "limits": Limits(
+            max_timeout_ms=args.max_timeout_ms,
+            max_memory_mb=args.max_memory_mb,
+            max_concurrency=args.max_concurrency,
+        ),
         "blocking_wait_s": args.blocking_wait_s,
     }
 

@@ -117,7 +117,7 @@ class ActivationRunner:
         records: RecordWriter,
         clock: Clock,
         metrics: InvokerMetrics,
-        sentinelled: Callable[[str], bool] = lambda kind: True,
+        sentinelled: Callable[[Action], bool] = lambda action: True,
     ) -> None:
         self.pool = pool
         self.acks = acks
@@ -150,26 +150,49 @@ class ActivationRunner:
             return Outcome(response, None, healthy=False)
         self.metrics.wait.observe(max(0.0, self.clock.now() - job.received))
         wait_ms = self.clock.epoch_ms() - int(msg.transaction_start_ms)
-        await container.assign_cores(cores)
+        slot = lease.slot
+        shared = slot.concurrency > 1  # calls of this action may run in it at once
+        # Who initialises it is decided before any await, so that one call does.
+        init_by_other = slot.init_result if not slot.initialized else None
+        initialised: asyncio.Future[ActivationResponse | None] | None = None
+        if not slot.initialized and init_by_other is None:
+            slot.init_result = initialised = asyncio.get_running_loop().create_future()
+        try:
+            await container.assign_cores(cores)
+        except BaseException:
+            if initialised is not None:
+                initialised.set_result(
+                    ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
+                )
+            raise
         response: ActivationResponse | None = None
         timed_out = False
-        if not lease.slot.initialized:
-            t0 = self.clock.now()
-            start_ms = self.clock.epoch_ms()
-            deadline = start_ms + action.limits.timeout_ms
-            body = init_body(msg, action, deadline, job.platform_env)
-            response, timed_out = await self._call(
-                container, "init", dumps(body), timeout_s, during_init=True
-            )
-            init_s = self.clock.now() - t0
-            init_ms = round(init_s * 1000)
-            if response is None:
-                self.pool.mark_initialized(lease)
+        if init_by_other is not None:
+            # Another call of this container is initialising it: run after it, or answer
+            # with its /init error (the stock invoker aborts the calls it buffered so).
+            response = await asyncio.shield(init_by_other)
+        elif initialised is not None:
+            response = ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
+            try:
+                t0 = self.clock.now()
+                start_ms = self.clock.epoch_ms()
+                deadline = start_ms + action.limits.timeout_ms
+                body = init_body(msg, action, deadline, job.platform_env)
+                response, timed_out = await self._call(
+                    container, "init", dumps(body), timeout_s, during_init=True
+                )
+                init_s = self.clock.now() - t0
+                init_ms = round(init_s * 1000)
+                if response is None:
+                    self.pool.mark_initialized(lease)
+            finally:
+                initialised.set_result(response)
         run_s: float | None = None
         cpu_s: float | None = None
         cpu_wait_s = 0.0
         if response is None:
-            cpu_before = await container.cpu_times()
+            # A shared container's counters mix its calls' CPU: not one call's measure.
+            cpu_before = None if shared else await container.cpu_times()
             run_start_ms = self.clock.epoch_ms()
             if init_ms is None:
                 start_ms = run_start_ms
@@ -217,20 +240,28 @@ class ActivationRunner:
             result_sent = spawn(self.acks.result(msg.controller, msg.transid, dict(record)))
         logs: asyncio.Task[list[str]] | None = None
         if logs_bytes > 0:
-            if developer_error:  # the container goes: read what it left first
+            if developer_error and not shared:  # the container goes: read what it left first
                 record["logs"], _ = await self._logs(container, action, logs_bytes, True)
-            else:
-                logs = self._logs_in_turn(lease, container, action, logs_bytes)
+            else:  # (a shared one goes once its last call's logs are read)
+                logs = self._logs_in_turn(lease, container, action, logs_bytes, developer_error)
         answer = self._finish(job, record, response, result_sent, logs)
         return Outcome(response, run_s, not developer_error, answer, cpu_s, cpu_wait_s)
 
     def _logs_in_turn(
-        self, lease: Lease, container: Container, action: Action, limit: int
+        self,
+        lease: Lease,
+        container: Container,
+        action: Action,
+        limit: int,
+        developer_error: bool = False,
     ) -> asyncio.Task[list[str]]:
         """Collect this activation's logs after the container's previous activations', so
         the container and the core are free while it happens (the next call may already run
         in the same container: its lines come after this one's sentinels). A collection
-        failure condemns the container, as the reference destroys it."""
+        failure condemns the container, as the reference destroys it. Calls that ran at
+        once in one container (concurrency > 1) take its lines in the order they finished,
+        each up to the next sentinels: lines written while two overlapped may land in
+        either's record (as with the stock invoker's default log store)."""
         slot = lease.slot
         previous = slot.logs_done
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -240,7 +271,7 @@ class ActivationRunner:
             try:
                 if previous is not None:
                     await asyncio.shield(previous)
-                lines, ok = await self._logs(container, action, limit, False)
+                lines, ok = await self._logs(container, action, limit, developer_error)
                 if not ok:
                     self.pool.condemn(slot)
                 return lines
@@ -293,7 +324,7 @@ class ActivationRunner:
         ok = True
         try:
             lines, complete = await container.read_logs(
-                limit, wait_for_sentinels=self.sentinelled(action.kind) and not developer_error
+                limit, wait_for_sentinels=self.sentinelled(action) and not developer_error
             )
             for line in lines:
                 collector.add(line.time, line.stream, line.text, line.raw_size)

@@ -27,6 +27,8 @@ def build_invoker(
         name_prefix=cfg.container_prefix,
         docker_host=cfg.docker_host,
         docker_binds=cfg.docker_binds,
+        docker_reach=cfg.docker_reach,
+        docker_network=cfg.docker_network,
         action_user=cfg.action_user,
     )
     metrics = InvokerMetrics()

@@ -115,6 +115,12 @@ class InvokerConfig:
     docker_binds: tuple[str, ...] = _opt(
         factory=tuple, help="extra binds for action containers, e.g. /usr:/usr:ro (docker)"
     )
+    docker_reach: str = _opt(
+        "publish",
+        help="how the invoker reaches runtimes (docker): publish (8080 on 127.0.0.1), host "
+        "(host network, a loopback port each), address (the container's IP on the network)",
+    )
+    docker_network: str = _opt("bridge", help="Docker network of action containers (docker)")
     runtimes_manifest: str | None = _opt(
         None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
     )
@@ -166,6 +172,8 @@ class InvokerConfig:
             raise ValueError("at least one action core is needed")
         if self.backend not in ("process", "docker"):
             raise ValueError(f"unknown backend {self.backend!r}: choose process or docker")
+        if self.docker_reach not in ("publish", "host", "address"):
+            raise ValueError(f"docker_reach: publish, host or address, not {self.docker_reach!r}")
         if self.fc_window_s <= 0:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:

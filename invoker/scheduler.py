@@ -11,18 +11,26 @@ another call while the expected shares of the calls on it stay within ``1 + marg
 it holds fewer than ``max_calls`` calls, so a CPU-bound call still gets a core to itself
 and calls that mostly wait share one. Under the ``openwhisk`` baseline calls are not
 limited here (the container pool's memory is the only limit) and share all the cores.
+
+Intra-container concurrency (an action's ``limits.concurrency`` N > 1): its calls carry a
+``group`` (the containers they may share) and ``limit`` N. A call that starts a container
+of its group opens a :class:`Shared`, which holds a whole core (``SHARED_SHARE``) while any
+call runs in it; until N calls run in it, the group's waiting calls *join* it, best
+(priority, order) first, taking no core and no memory of their own, ahead of the head of
+the queue (which could not have had that core anyway).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from policies import FunctionStats, Policy
 
 T = TypeVar("T")
+SHARED_SHARE = 1.0  # what a container running concurrent calls holds of its core
 
 
 @dataclass(slots=True, eq=False)
@@ -38,6 +46,36 @@ class Call(Generic[T]):
     started: float | None = None
     share: float = 1.0  # expected CPU share, fixed when it starts
     overrun: float = 0.0  # measured share beyond ``share`` while it runs (see Cores.observe)
+    group: Hashable | None = None  # calls that may share a container (None: limit 1)
+    limit: int = 1  # calls its container may run at once
+    shared: Shared | None = None  # the container it runs in, when ``limit`` > 1
+    waiting: bool = True  # queued; False once started (its other heap entry is then stale)
+
+
+@dataclass(slots=True, eq=False)
+class Shared:
+    """A container taking up to ``limit`` calls of one group at once, on one core
+    (``core``, None under the shared baseline) that it holds while ``calls`` > 0.
+    ``handle`` is the caller's own reference to the container (opaque here)."""
+
+    group: Hashable
+    function: str
+    limit: int
+    core: int | None
+    share: float
+    calls: int = 0
+    closed: bool = False  # takes no more calls (its container is going)
+    handle: Any = None
+
+
+@dataclass(slots=True, eq=False)
+class _Group:
+    """The waiting calls of one group (a heap whose entries go stale when a call starts
+    from the main queue; ``waiting`` is exact) and its containers with room."""
+
+    heap: list[tuple[float, int, int, Call[Any]]] = field(default_factory=list)
+    waiting: int = 0
+    open: list[Shared] = field(default_factory=list)
 
 
 class Cores:
@@ -158,7 +196,8 @@ class NodeScheduler(Generic[T]):
     and only a *light* call (expected share at most the margin: one that mostly waits) may
     pass it, and only onto a core that holds a heavier call, one the head could not get
     before that call ends anyway; so light calls never hold a core the head could have
-    had, and the head's wait stays bounded.
+    had, and the head's wait stays bounded. Calls that can join a running container of
+    their group (:class:`Shared`) go first: they take nothing the head could use.
     """
 
     def __init__(
@@ -178,35 +217,73 @@ class NodeScheduler(Generic[T]):
         self._heavy: list[tuple[float, int, int, Call[T]]] = []
         self._seq = 0
         self.running = 0
+        # Intra-container concurrency: groups by key; those with a waiting call and a
+        # container with room; entries of the two heaps whose call started from its group.
+        self._groups: dict[Hashable, _Group] = {}
+        self._joinable: dict[Hashable, _Group] = {}
+        self._stale = 0
 
     @property
     def queued(self) -> int:
-        return len(self._light) + len(self._heavy)
+        return len(self._light) + len(self._heavy) - self._stale
 
     @property
     def free_cores(self) -> int:
         return self.cores_table.idle
 
     def admit(
-        self, function: str, payload: T, received: float, order: int | None = None
+        self,
+        function: str,
+        payload: T,
+        received: float,
+        order: int | None = None,
+        *,
+        group: Hashable | None = None,
+        limit: int = 1,
     ) -> Call[T]:
         """Queue a call received at ``received``; its priority is fixed now.
 
         ``order`` is the call's receipt number (ties between equal priorities go to the
-        smaller); without it, calls are numbered as they are admitted."""
+        smaller); without it, calls are numbered as they are admitted. ``limit`` > 1: up to
+        that many calls of ``group`` may run at once in one container (:class:`Shared`)."""
+        if limit < 1:
+            raise ValueError("a call's concurrency limit must be >= 1")
         info = self.stats.arrive(function, received)
         self._seq = seq = self._seq + 1
         if order is None:
             order = seq
         priority = self._priority(info)
         call = Call(function, payload, info.received, priority, order)
+        entry = (priority, order, seq, call)
+        if limit > 1 and group is not None:
+            call.group, call.limit = group, limit
+            heapq.heappush(self._heavy, entry)  # its container holds a whole core
+            g = self._groups.get(group)
+            if g is None:
+                g = self._groups[group] = _Group()
+            heapq.heappush(g.heap, entry)
+            g.waiting += 1
+            if g.open:
+                self._joinable[group] = g
+            return call
         light = self.stats.share(function) <= self.cores_table.light_limit
-        heapq.heappush(self._light if light else self._heavy, (priority, order, seq, call))
+        heapq.heappush(self._light if light else self._heavy, entry)
         return call
 
-    def _plan(self) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float] | None:
-        """(heap, core, share) of the call that can start now, or None."""
+    def _plan(
+        self,
+    ) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float, Shared | None] | None:
+        """(heap, core, share, container to join) of the call that can start now, or None."""
+        if self._joinable:
+            g = next(iter(self._joinable.values()))
+            while not g.heap[0][3].waiting:  # ``waiting`` > 0: a live entry is below
+                heapq.heappop(g.heap)
+            shared = g.open[0]
+            return g.heap, shared.core, 0.0, shared
         light, heavy = self._light, self._heavy
+        if self._stale:
+            self._drop_stale(light)
+            self._drop_stale(heavy)
         if not light:
             if not heavy:
                 return None
@@ -216,20 +293,25 @@ class NodeScheduler(Generic[T]):
         else:
             heap = heavy
         if not self.policy.exclusive_cores:
-            return heap, None, 1.0
+            return heap, None, 1.0, None
         table = self.cores_table
         call = heap[0][3]
-        share = self.stats.share(call.function)
+        share = SHARED_SHARE if call.group is not None else self.stats.share(call.function)
         core = table.place(share)
         if core is not None:
-            return heap, core, share
+            return heap, core, share, None
         if heap is heavy and light:
             share = self.stats.share(light[0][3].function)
             if table.light(share):
                 core = table.place(share, beside_heavy=True)
                 if core is not None:
-                    return light, core, share
+                    return light, core, share, None
         return None
+
+    def _drop_stale(self, heap: list[tuple[float, int, int, Call[T]]]) -> None:
+        while heap and not heap[0][3].waiting:
+            heapq.heappop(heap)
+            self._stale -= 1
 
     def peek(self) -> Call[T] | None:
         """The call that would start now, or None if none can (queue empty, or no core has
@@ -237,23 +319,90 @@ class NodeScheduler(Generic[T]):
         plan = self._plan()
         return plan[0][0][3] if plan else None
 
+    def joining(self) -> Shared | None:
+        """The running container the call :meth:`peek` names would join, or None if it
+        would start a container of its own."""
+        plan = self._plan()
+        return plan[3] if plan else None
+
     def can_start(self) -> bool:
         return self._plan() is not None
 
     def start(self, now: float) -> Call[T]:
         """Take the call :meth:`peek` names and place it on its core (None under the
-        shared baseline)."""
+        shared baseline), or into the container :meth:`joining` names. A call of a group
+        that starts a container of its own opens a :class:`Shared` (``call.shared``) that
+        the caller tags with its container (``handle``)."""
         plan = self._plan()
         if plan is None:
             raise RuntimeError("no call can start: queue empty or no core has room")
-        heap, core, share = plan
+        heap, core, share, shared = plan
         call = heapq.heappop(heap)[3]
-        if core is not None:
-            self.cores_table.take(core, call.function, share)
-        call.core, call.share = core, share
+        call.waiting = False
         call.started = now
         self.running += 1
+        group = call.group
+        if group is None:
+            if core is not None:
+                self.cores_table.take(core, call.function, share)
+            call.core, call.share = core, share
+            return call
+        g = self._groups[group]
+        g.waiting -= 1
+        if shared is not None:  # joins a running container: nothing more to take
+            self._stale += 1  # its entry in the main heaps
+            shared.calls += 1
+            if shared.calls >= shared.limit:
+                g.open.remove(shared)
+        else:
+            if core is not None:
+                self.cores_table.take(core, call.function, share)
+            shared = Shared(group, call.function, call.limit, core, share, calls=1)
+            g.open.append(shared)
+        call.shared, call.core, call.share = shared, shared.core, 0.0
+        self._refresh(group, g)
         return call
+
+    def close(self, shared: Shared) -> None:
+        """The container will take no more calls (it is going); those in it finish."""
+        if shared.closed:
+            return
+        shared.closed = True
+        g = self._groups.get(shared.group)
+        if g is not None and shared in g.open:
+            g.open.remove(shared)
+            self._refresh(shared.group, g)
+
+    def _refresh(self, group: Hashable, g: _Group) -> None:
+        """Keep ``_joinable`` exact and forget a group with nothing waiting or open."""
+        heap = g.heap
+        while heap and not heap[0][3].waiting:
+            heapq.heappop(heap)
+        if g.waiting and g.open:
+            self._joinable[group] = g
+            return
+        self._joinable.pop(group, None)
+        if not g.waiting and not g.open:
+            del self._groups[group]
+
+    def _leave(self, call: Call[T], shared: Shared) -> None:
+        """A call left its shared container; the last one frees the core."""
+        call.shared = None
+        call.core = None
+        shared.calls -= 1
+        g = self._groups.get(shared.group)
+        if shared.calls == 0:
+            if g is not None and shared in g.open:
+                g.open.remove(shared)
+            shared.closed = True
+            if shared.core is not None:
+                self.cores_table.give(shared.core, shared.function, shared.share, None)
+        elif not shared.closed and shared.calls == shared.limit - 1:  # it has room again
+            if g is None:
+                g = self._groups[shared.group] = _Group()
+            g.open.append(shared)
+        if g is not None:
+            self._refresh(shared.group, g)
 
     def finish(
         self,
@@ -264,11 +413,18 @@ class NodeScheduler(Generic[T]):
     ) -> None:
         """Release the call's core; the measured processing and CPU times feed E[p] and
         the function's CPU share (and the misprediction guard of :class:`Cores`);
-        ``waited_s`` is how long the call waited for a CPU (its share is of the rest)."""
+        ``waited_s`` is how long the call waited for a CPU (its share is of the rest).
+        A call that shared its container leaves it; its CPU time, which the container's
+        other calls' is mixed with, is not taken in."""
         if call.started is None:
             raise RuntimeError("finish() of a call that was never started")
         call.started = None
         self.running -= 1
+        if call.shared is not None:
+            self._leave(call, call.shared)
+            if duration_s is not None:
+                self.stats.finish(call.function, duration_s)
+            return
         if call.core is not None:
             if call.overrun:
                 self.cores_table.observe(call.core, call.share, call.overrun, call.share)
@@ -289,16 +445,33 @@ class NodeScheduler(Generic[T]):
         plus the margin over its whole run so far raises the function's estimate at once,
         so its calls still waiting are placed by what it uses now, not after its long calls
         end (the whole run, not the last sample: a brief burst inside a call that mostly
-        waits is no change of behaviour)."""
-        if call.started is None or call.core is None:
+        waits is no change of behaviour). Calls in a shared container are not sampled:
+        its counters mix their CPU, and it holds a whole core anyway."""
+        if call.started is None or call.core is None or call.shared is not None:
             return
         call.overrun = self.cores_table.observe(call.core, call.share, call.overrun, recent)
         if overall > call.share + self.cores_table.margin:
             self.stats.observed(call.function, overall)
 
+    def waiting(self) -> list[Call[T]]:
+        """The queued calls, in no particular order (a read-only snapshot)."""
+        return [e[3] for heap in (self._light, self._heavy) for e in heap if e[3].waiting]
+
     def drain(self) -> list[Call[T]]:
         """Remove and return every queued call, in priority order (for shutdown)."""
-        calls = [e[3] for e in sorted(self._light + self._heavy, key=lambda e: e[:3])]
+        entries = sorted(
+            (e for e in self._light + self._heavy if e[3].waiting), key=lambda e: e[:3]
+        )
+        calls = [e[3] for e in entries]
+        for call in calls:
+            call.waiting = False
         self._light.clear()
         self._heavy.clear()
+        self._stale = 0
+        self._joinable.clear()
+        for group, g in list(self._groups.items()):
+            g.heap.clear()
+            g.waiting = 0
+            if not g.open:
+                del self._groups[group]
         return calls

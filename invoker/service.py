@@ -18,7 +18,7 @@ from typing import Any
 
 from containers import cpu
 from containers.backend import ContainerBackend, ContainerError
-from containers.manifest import Manifest
+from containers.manifest import BLACKBOX, Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
 from gpu.integration import is_gpu_action
@@ -34,6 +34,7 @@ from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
 from invoker.protocol import (
+    Action,
     ActivationMessage,
     ActivationResponse,
     InvokerInstance,
@@ -53,6 +54,8 @@ from invoker.supervisor import Supervisor
 from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 
 log = logging.getLogger(__name__)
+# Runtime families whose containers serve overlapping /run calls (__OW_ALLOW_CONCURRENT).
+CONCURRENT_FAMILIES = frozenset({"nodejs", BLACKBOX})
 COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
 PING_TIMEOUT_S = 1.5  # a ping Kafka has not acknowledged by then: it cannot take acks either
 
@@ -165,8 +168,21 @@ class Invoker:
         runtime = self.manifest.runtime(kind)
         return runtime.image if runtime else None
 
-    def _sentinelled(self, kind: str) -> bool:
-        runtime = self.manifest.runtime(kind)
+    def _concurrency(self, action: Action) -> int:
+        """Calls of the action one container may run at once: its ``limits.concurrency``
+        for runtimes that serve overlapping ``/run``s (nodejs, a blackbox image: the
+        user's choice), else 1 (the stock python ActionLoop proxy serves one at a time)."""
+        limit = action.limits.concurrency
+        if limit > 1 and self.manifest.family(action.kind) not in CONCURRENT_FAMILIES:
+            return 1
+        return limit
+
+    def _sentinelled(self, action: Action) -> bool:
+        """Whether the action's runtime ends its logs with sentinels: the kind's manifest
+        entry; for a blackbox action, whether its image is a native one (as stock)."""
+        if action.is_blackbox:
+            return action.image is not None and self.manifest.native(action.image)
+        runtime = self.manifest.runtime(action.kind)
         return runtime.sentinelled_logs if runtime else False
 
     def _cpu_shares(self, memory_mb: int) -> int:
@@ -533,7 +549,12 @@ class Invoker:
             job.platform_env = self.gpu_pool.action_env()
             queue = self.gpu_calls
         job.admitted = self.clock.now()
-        queue.admit(action.docid, job, received, order=receipt)
+        limit = self._concurrency(action)
+        if limit > 1:  # its calls may share a warm container of the same key
+            group = WarmKey(msg.user.namespace, action.docid, action.revision)
+            queue.admit(action.docid, job, received, order=receipt, group=group, limit=limit)
+        else:
+            queue.admit(action.docid, job, received, order=receipt)
         if queue.queued > COMPACT_AFTER:
             job.compact()
         self._wake()
@@ -570,11 +591,26 @@ class Invoker:
                     head = queue.peek()
                     assert head is not None
                     job = head.payload
-                    key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
-                    lease = self.pool.reserve(key, job.action.kind, job.action.limits.memory_mb)
-                    if lease is None:
-                        break  # wait for memory: a release wakes us
+                    joining = queue.joining()
+                    if joining is not None:  # a running container of its action has room
+                        lease = self.pool.join(joining.handle)
+                        if lease is None:  # it takes no more (a call in it failed)
+                            queue.close(joining)
+                            continue
+                    else:
+                        key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
+                        lease = self.pool.reserve(
+                            key,
+                            job.action.kind,
+                            job.action.limits.memory_mb,
+                            job.action.image,
+                            head.limit,
+                        )
+                        if lease is None:
+                            break  # wait for memory: a release wakes us
                     call = queue.start(self.clock.now())
+                    if call.shared is not None and call.shared.handle is None:
+                        call.shared.handle = lease.slot  # what later calls join
                     self._running[call] = queue
                     self._spawn(self._execute(queue, call, lease))
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the real services and tools the tests and a local run need, cached under .cache/.
 #
-#   scripts/install.sh [core|python|kafka|couchdb|podman|images|wsk|aio|openwhisk-js|all]...
+#   scripts/install.sh [core|python|kafka|couchdb|podman|docker|images|wsk|aio|openwhisk-js|all]...
 #
 # core: the package alone (what `scripts/run.sh` needs); python: with the test, gpu (torch)
-# and experiments extras; aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by
-# others that the tests drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli).
+# and experiments extras; docker: Debian's Docker Engine (docker.io), started by services.sh;
+# aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by others that the tests
+# drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli).
 #
 # Idempotent: each component writes a stamp when it is complete and is skipped when its stamp
 # matches. Remove .cache/<component> (or set OW_FORCE_INSTALL=1) to reinstall. See docs/services.md.
@@ -194,8 +195,9 @@ install_podman() {
         [[ "$(id -u)" == 0 ]] || die "podman: need root to apt-get install ${missing[*]}"
         log "podman: apt-get install ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends podman runc busybox-static \
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+            podman runc busybox-static \
             uidmap slirp4netns fuse-overlayfs iptables >/dev/null \
             || die "podman: apt-get install failed"
     else
@@ -203,6 +205,34 @@ install_podman() {
     fi
     write_containers_conf
     "$ROOT/scripts/images.sh"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Debian's Docker Engine (dockerd 20.10 + containerd + runc). Only the packages: the daemon is
+# started by `scripts/services.sh start docker` on the project's own socket and paths, never as
+# the system's service. A newer static `docker` client in /usr/local/bin may stay: it talks to
+# any dockerd through DOCKER_HOST. The images are built by services.sh once dockerd runs.
+install_docker() {
+    local dir="$CACHE/docker" have
+    mkdir -p "$dir"
+    have="$(dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true)"
+    if [[ -n "$have" ]] && command -v dockerd >/dev/null && [[ -x /bin/busybox ]] \
+        && stamp_ok "$dir" "docker.io@$have"; then
+        log "docker: docker.io $have already installed"
+        return
+    fi
+    if [[ -z "$have" ]] || ! command -v dockerd >/dev/null || [[ ! -x /bin/busybox ]]; then
+        [[ "$(id -u)" == 0 ]] || die "docker: need root to apt-get install docker.io busybox-static"
+        log "docker: apt-get install docker.io busybox-static"
+        export DEBIAN_FRONTEND=noninteractive
+        # Another apt (the podman component, another session) may hold the lock: wait for it.
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+            docker.io busybox-static >/dev/null || die "docker: apt-get install docker.io failed"
+        have="$(dpkg-query -W -f '${Version}' docker.io)"
+    fi
+    dockerd --version >&2 || die "docker: dockerd does not run"
+    stamp_write "$dir" "docker.io@$have"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -285,13 +315,15 @@ main() {
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(python kafka couchdb podman wsk aio openwhisk-js) ;;
-            core | python | kafka | couchdb | podman | images | wsk | aio | openwhisk-js) expanded+=("$c") ;;
+            all) expanded+=(python kafka couchdb podman docker wsk aio openwhisk-js) ;;
+            core | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js)
+                expanded+=("$c")
+                ;;
             -h | --help)
                 sed -n '2,8p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (core python kafka couchdb podman images wsk aio openwhisk-js all)" ;;
+            *) die "unknown component '$c' (core python kafka couchdb podman docker images wsk aio openwhisk-js all)" ;;
         esac
     done
     mkdir -p "$CACHE"
@@ -305,6 +337,7 @@ main() {
             kafka) timed kafka install_kafka ;;
             couchdb) timed couchdb install_couchdb ;;
             podman) timed podman install_podman ;;
+            docker) timed docker install_docker ;;
             images) timed images "$ROOT/scripts/images.sh" ;;
             openwhisk-js) timed openwhisk-js install_openwhisk_js ;;
             wsk)

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Build local stand-ins for the official OpenWhisk runtime images, for the Docker backend's
-# tests and benchmarks on machines without a registry (see docs/docker.md).
+# tests and benchmarks on machines without a registry (see docs/docker.md). The one place that
+# says how images are built, for either engine:
 #
-#   scripts/runtime-images.sh              # build what is missing or out of date
+#   scripts/runtime-images.sh              # into Podman's storage: build what is missing or old
 #   OW_FORCE_IMAGES=1 scripts/runtime-images.sh
+#   OW_ENGINE=docker DOCKER_HOST=unix://.../docker.sock scripts/runtime-images.sh   # a dockerd
+#     (scripts/services.sh start docker runs this itself)
 #
+# Podman: `podman build --network=none --pull=never`. Docker: the classic builder
+# (DOCKER_BUILDKIT=0 `docker build --network=none --pull=false`), which needs no buildx.
 # Images (FROM localhost/ow-busybox:latest, built by scripts/images.sh if missing):
 #   localhost/ow-action-python:test   the project's python runtime on :8080
 #   localhost/ow-action-nodejs:test   the project's node runtime on :8080
-# Both speak /init + /run like openwhisk/action-python-v3.11 and action-nodejs-v20. They carry
-# only busybox and the runtime sources (/ow); the interpreters come from the host: containers
-# must bind the host's /usr read-only (`-v /usr:/usr:ro`; /lib and /lib64 are links into it,
-# as on Debian 12). An image is rebuilt when the runtime sources change (label ow.sources).
+# Both speak /init + /run like openwhisk/action-python-v3.11 and action-nodejs-v20, on
+# 0.0.0.0:8080, or on the address in __OW_RUNTIME_LISTEN (host networking). They carry only
+# busybox and the runtime sources (/ow); the interpreters come from the host: containers must
+# bind the host's /usr read-only (`-v /usr:/usr:ro`; /lib and /lib64 are links into it, as on
+# Debian 12). An image is rebuilt when the runtime sources change (label ow.sources).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,23 +27,42 @@ PYTHON_IMAGE="${OW_PYTHON_IMAGE:-localhost/ow-action-python:test}"
 NODE_IMAGE="${OW_NODE_IMAGE:-localhost/ow-action-nodejs:test}"
 RUNTIMES="$ROOT/containers/runtimes"
 SOURCES=(docker_entry.py python_runtime.py node_runtime.js)
+ENGINE="${OW_ENGINE:-podman}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$CACHE/podman/containers.conf}"
 
 log() { printf '[runtime-images] %s\n' "$*" >&2; }
 die() { printf '[runtime-images] ERROR: %s\n' "$*" >&2; exit 1; }
 
-command -v podman >/dev/null || die "podman is not installed: run scripts/install.sh podman"
+case "$ENGINE" in
+    podman)
+        command -v podman >/dev/null || die "podman is not installed: run scripts/install.sh podman"
+        cli() { podman "$@"; }
+        build_image() { # build_image TAG CONTEXT
+            podman build --quiet --pull=never --network=none --layers=false -t "$1" "$2"
+        }
+        ;;
+    docker)
+        [[ -n "${DOCKER_HOST:-}" ]] || die "OW_ENGINE=docker needs DOCKER_HOST (the dockerd's socket)"
+        command -v docker >/dev/null || die "the docker client is missing: run scripts/install.sh docker"
+        cli() { docker "$@"; }
+        build_image() {
+            DOCKER_BUILDKIT=0 docker build --quiet --pull=false --network=none --rm \
+                -f "$2/Containerfile" -t "$1" "$2" 2>&1
+        }
+        ;;
+    *) die "OW_ENGINE must be podman or docker, not '$ENGINE'" ;;
+esac
 [[ -x /usr/bin/python3 ]] || die "/usr/bin/python3 is missing (the images use the host's)"
 [[ -L /lib && -L /lib64 ]] || log "warning: /lib or /lib64 is not a link into /usr; binding /usr may not be enough"
-podman image exists "$BASE_IMAGE" || "$ROOT/scripts/images.sh"
+cli image inspect "$BASE_IMAGE" >/dev/null 2>&1 || "$ROOT/scripts/images.sh"
 
 # What the images are made of: a change rebuilds them.
 digest="$(cd "$RUNTIMES" && cat "${SOURCES[@]}" "$ROOT/scripts/runtime-images.sh" | sha256sum | cut -c1-16)"
 
 build() { # build IMAGE ENTRY-MODE
     local image="$1" mode="$2" have old ctx
-    have="$(podman image inspect --format '{{index .Labels "ow.sources"}}' "$image" 2>/dev/null || true)"
-    old="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
+    have="$(cli image inspect --format '{{index .Config.Labels "ow.sources"}}' "$image" 2>/dev/null || true)"
+    old="$(cli image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
     if [[ "$have" == "$digest" && "${OW_FORCE_IMAGES:-0}" != 1 ]]; then
         log "$image: up to date"
         return
@@ -55,12 +80,12 @@ EXPOSE 8080
 LABEL ow.sources=$digest ow.binds=/usr:/usr:ro
 ENTRYPOINT ["/usr/bin/python3", "-I", "-B", "/ow/docker_entry.py", "$mode"]
 EOF
-    log "$image: podman build (offline, from $BASE_IMAGE)"
-    podman build --quiet --pull=never --network=none --layers=false -t "$image" "$ctx" >/dev/null \
-        || die "podman build of $image failed"
+    log "$image: $ENGINE build (offline, from $BASE_IMAGE)"
+    local out
+    out="$(build_image "$image" "$ctx")" || { printf '%s\n' "$out" >&2; die "$ENGINE build of $image failed"; }
     log "$image: built"
     # The replaced build, unless a container still uses it.
-    [[ -z "$old" ]] || podman rmi "$old" >/dev/null 2>&1 || true
+    [[ -z "$old" ]] || cli rmi "$old" >/dev/null 2>&1 || true
 }
 
 build "$PYTHON_IMAGE" python

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start, stop and inspect the real services, all bound to 127.0.0.1.
 #
-#   scripts/services.sh start|stop|status|restart|kill|clean <kafka|couchdb|podman|all>...
+#   scripts/services.sh start|stop|status|restart|kill|clean <kafka|couchdb|podman|docker|all>...
 #
 # Each service runs in its own session (setsid), with a PID file and a log file in its state
 # dir ($OW_STATE_DIR/<service>, default .state/<service>). "start" returns once the service
@@ -30,6 +30,8 @@ COUCHDB_PASSWORD="${COUCHDB_PASSWORD:-some_passw0rd}"
 COUCHDB_START_TIMEOUT="${COUCHDB_START_TIMEOUT:-30}"
 
 PODMAN_START_TIMEOUT="${PODMAN_START_TIMEOUT:-30}"
+DOCKER_START_TIMEOUT="${DOCKER_START_TIMEOUT:-60}"
+DOCKER_STORAGE_DRIVER="${DOCKER_STORAGE_DRIVER:-overlay2}"
 STOP_TIMEOUT="${OW_STOP_TIMEOUT:-30}"
 
 if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
@@ -239,6 +241,95 @@ start_podman() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Docker Engine (Debian's docker.io) as root on the project's own socket, data root and exec
+# root, with no iptables rules, no NAT and no default bridge: containers use host networking
+# (a loopback port each) or a network a caller creates. overlay2, falling back to vfs where the
+# data root cannot hold overlay mounts. Then the busybox base image is imported and the runtime
+# images are built in it (scripts/images.sh, scripts/runtime-images.sh; kept across restarts,
+# rebuilt when the runtimes change).
+docker_paths() { # the socket and the longest path dockerd's managed containerd puts below sd
+    local sd
+    sd="$(state_dir docker)"
+    printf '%s/docker.sock %s/exec/containerd/containerd-debug.sock\n' "$sd" "$sd"
+}
+
+start_docker() {
+    local sd sock longest driver
+    sd="$(state_dir docker)"
+    command -v dockerd >/dev/null || die "dockerd is not installed: run scripts/install.sh docker"
+    [[ "$(id -u)" == 0 ]] || die "docker: dockerd runs as root"
+    read -r sock longest < <(docker_paths)
+    # A unix socket path has at most 107 bytes (sun_path); containerd's lie deepest.
+    ((${#longest} <= 100)) || die "docker: state dir $sd is too long for unix sockets (${#longest} > 100 bytes): set OW_STATE_DIR to a shorter path"
+    mkdir -p "$sd/data" "$sd/exec"
+    rm -f "$sock"
+    for driver in "$DOCKER_STORAGE_DRIVER" vfs; do
+        log "docker: starting dockerd ($driver) on unix://$sock, data in $sd/data"
+        launch docker dockerd -H "unix://$sock" --data-root "$sd/data" --exec-root "$sd/exec" \
+            --pidfile "$sd/dockerd.pid" --iptables=false --ip-masq=false --bridge=none \
+            --storage-driver="$driver"
+        if docker_wait "$sock"; then
+            break
+        fi
+        [[ "$driver" != vfs ]] || { show_logs docker; die "docker: dockerd did not start"; }
+        log "docker: dockerd failed with $driver; trying vfs (copies each image per container)"
+        stop_service docker >/dev/null 2>&1 || true
+    done
+    DOCKER_HOST="unix://$sock" OW_ENGINE=docker "$ROOT/scripts/images.sh" \
+        || die "docker: importing the busybox image failed"
+    DOCKER_HOST="unix://$sock" OW_ENGINE=docker "$ROOT/scripts/runtime-images.sh" \
+        || die "docker: building the runtime images failed"
+}
+
+docker_wait() { # until /_ping answers (0), or dockerd exits or the timeout passes (1)
+    local sock="$1" start now err
+    start=$(date +%s%N)
+    while true; do
+        # The Engine API's /_ping, the same probe as Podman's service.
+        if err=$("$PY" "$ROOT/scripts/probe.py" podman "$sock" 2>&1); then
+            now=$(date +%s%N)
+            log "docker: ready in $(((now - start) / 1000000)) ms (pid $(cat "$(pid_file docker)"))"
+            return 0
+        fi
+        pid_alive "$(cat "$(pid_file docker)")" || { tail -n 5 "$(log_file docker)" >&2; return 1; }
+        now=$(date +%s%N)
+        if (((now - start) / 1000000000 >= DOCKER_START_TIMEOUT)); then
+            log "docker: not ready after ${DOCKER_START_TIMEOUT} s ($err)"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# dockerd's own containerd (a child it starts) and the containers' shims outlive a SIGKILL of
+# dockerd: end the containers (each shim's children: their PID-namespace inits) and the shims
+# that name our exec root, then containerd by the PID it recorded, if it still names it too.
+stop_docker_leftovers() {
+    local sd pf pid shim child
+    sd="$(state_dir docker)"
+    for shim in /proc/[0-9]*; do
+        shim="${shim#/proc/}"
+        { tr '\0' ' ' <"/proc/$shim/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* $sd/exec/" || continue
+        for child in $(cat /proc/"$shim"/task/*/children 2>/dev/null); do
+            kill -KILL "$child" 2>/dev/null || true
+        done
+        log "docker: ending a container shim left behind (pid $shim)"
+        kill -KILL "$shim" 2>/dev/null || true
+    done
+    pf="$sd/exec/containerd/containerd.pid"
+    if [[ -f "$pf" ]] && pid="$(cat "$pf")" && [[ "$pid" =~ ^[0-9]+$ ]] && pid_alive "$pid" \
+        && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$sd/exec"; then
+        log "docker: stopping its containerd (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do pid_alive "$pid" || break; sleep 0.1; done
+        pid_alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$sd/docker.sock" "$sd/dockerd.pid"
+    # Mounts a killed daemon left (overlay layers, the netns of host-less containers).
+    grep -F " $sd/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------------------------------------
 start_service() {
     local svc="$1" pid
     if pid=$(live_pid "$svc"); then
@@ -270,6 +361,7 @@ stop_service() {
     done
     rm -f "$(pid_file "$svc")"
     [[ "$svc" != podman ]] || rm -f "$(state_dir podman)/podman.sock"
+    [[ "$svc" != docker ]] || stop_docker_leftovers
     log "$svc: stopped after $((waited / 10)).$((waited % 10)) s"
 }
 
@@ -288,6 +380,7 @@ kill_service() { # crash it: SIGKILL, no clean shutdown (for fault tests)
     done
     rm -f "$(pid_file "$svc")"
     [[ "$svc" != podman ]] || rm -f "$(state_dir podman)/podman.sock"
+    [[ "$svc" != docker ]] || stop_docker_leftovers
 }
 
 status_service() {
@@ -302,6 +395,7 @@ status_service() {
 
 clean_service() {
     stop_service "$1"
+    [[ "$1" != docker ]] || stop_docker_leftovers
     log "$1: removing $(state_dir "$1")"
     rm -rf "$(state_dir "$1")"
 }
@@ -313,9 +407,9 @@ main() {
     local svcs=()
     for s in "$@"; do
         case "$s" in
-            all) svcs+=(kafka couchdb podman) ;;
-            kafka | couchdb | podman) svcs+=("$s") ;;
-            *) die "unknown service '$s' (kafka couchdb podman all)" ;;
+            all) svcs+=(kafka couchdb podman docker) ;;
+            kafka | couchdb | podman | docker) svcs+=("$s") ;;
+            *) die "unknown service '$s' (kafka couchdb podman docker all)" ;;
         esac
     done
     for s in "${svcs[@]}"; do

@@ -4,6 +4,7 @@
     couchdb       .url "http://127.0.0.1:15984", .user, .password, .auth, .stop() .start() ...
     podman        .docker_host "unix:///.../podman.sock", .socket_path, .busybox_image,
                   .container_label, .remove_containers(label), .stop() .start() ...
+    dockerd       the same for a Docker Engine (dockerd): .docker_host "unix:///.../docker.sock"
     wsk_cli       Path of the wsk binary
     node_modules  Path of a node_modules folder holding the `openwhisk` npm client
 
@@ -28,7 +29,9 @@ from services import (
     COUCHDB_USER,
     KAFKA_TEST_PORT,
     CouchDBService,
+    DockerService,
     ExternalCouchDB,
+    ExternalDocker,
     ExternalKafka,
     ExternalPodman,
     KafkaService,
@@ -38,6 +41,12 @@ from services import (
     find_node_modules,
     find_wsk,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "docker_only: an engine test run on the Docker Engine only (not on Podman)"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +105,20 @@ def podman(service_slot: Slot) -> Iterator[PodmanService]:
         yield ExternalPodman(external)
         return
     svc = PodmanService(service_slot.state_dir)
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def dockerd(service_slot: Slot) -> Iterator[DockerService]:
+    external = os.environ.get("OW_TEST_DOCKERD_HOST")
+    if external:
+        yield ExternalDocker(external)
+        return
+    svc = DockerService(service_slot.state_dir)
     try:
         svc.setup()
         yield svc

@@ -1,4 +1,5 @@
-"""Real services for the tests: Kafka, a CouchDB-API server, Podman's Docker API, the wsk CLI.
+"""Real services for the tests: Kafka, a CouchDB-API server, Podman's Docker API, a Docker
+Engine (dockerd), the wsk CLI.
 
 The session fixtures in tests/conftest.py build these objects. Each service is started by
 scripts/services.sh (the same script a developer uses), lazily (the first time a test asks for
@@ -7,6 +8,7 @@ it), on the tests' own ports and state dir so a locally running deployment is ne
     Kafka    127.0.0.1:19092 (KRaft controller 19093)   state .state/test/kafka/
     CouchDB  http://127.0.0.1:15984 whisk_admin / some_passw0rd   state .state/test/couchdb/
     Podman   unix://<repo>/.state/test/podman/podman.sock
+    Docker   unix://<repo>/.state/test/docker/docker.sock (dockerd, its own data and exec root)
 
 If another pytest session already holds those (a lock file per slot), the next slot is used:
 ports + 10, state in .state/test-1/, and so on. Each session starts from empty data.
@@ -14,7 +16,8 @@ ports + 10, state in .state/test-1/, and so on. Each session starts from empty d
 Point the tests at services that already run instead (then stop()/start() skip the test):
     OW_TEST_KAFKA_BOOTSTRAP=host:port
     OW_TEST_COUCHDB_URL=http://host:port  OW_TEST_COUCHDB_USER=...  OW_TEST_COUCHDB_PASSWORD=...
-    OW_TEST_DOCKER_HOST=unix:///path/to/docker.sock
+    OW_TEST_DOCKER_HOST=unix:///path/to/podman.sock      (the podman fixture)
+    OW_TEST_DOCKERD_HOST=unix:///path/to/docker.sock     (the dockerd fixture)
 """
 
 from __future__ import annotations
@@ -323,10 +326,16 @@ class PodmanService(ManagedService):
 
     name = "podman"
     component = "podman"
+    engine = "podman"
     busybox_image = BUSYBOX_IMAGE
     container_label = TEST_CONTAINER_LABEL
 
     def __init__(self, state_root: Path):
+        # Podman's storage is the machine's: every session sees every container, so a
+        # session labels (and at start and end removes) its own by a label of its slot's
+        # (slot 0 keeps the plain label), never another session's running containers.
+        if state_root.name != "test":
+            self.container_label = f"{TEST_CONTAINER_LABEL}-{state_root.name}"
         # A unix socket path must stay under ~108 bytes; fall back to a short temp dir.
         if len(str(state_root / "podman" / "podman.sock")) > 100:
             state_root = Path(tempfile.mkdtemp(prefix="ow-test-"))
@@ -370,8 +379,10 @@ class PodmanService(ManagedService):
                 pytrace=False,
             )
 
-    def remove_containers(self, label: str = TEST_CONTAINER_LABEL) -> None:
-        """Force-remove every container that carries `label` (any value)."""
+    def remove_containers(self, label: str | None = None) -> None:
+        """Force-remove every container that carries `label` (default: this session's
+        `container_label`; any value)."""
+        label = label or self.container_label
         ids = self._podman("ps", "-aq", "--filter", f"label={label}").stdout.split()
         if ids:
             self._podman("rm", "-f", "-t", "0", *ids)
@@ -394,6 +405,89 @@ class PodmanService(ManagedService):
 class ExternalPodman(_External, PodmanService):
     def __init__(self, docker_host: str):
         self.name = "podman"
+        self._docker_host = docker_host
+        self.started = False
+
+    @property
+    def docker_host(self) -> str:
+        return self._docker_host
+
+    @property
+    def socket_path(self) -> Path:
+        return Path(self._docker_host.removeprefix("unix://"))
+
+
+# ------------------------------------------------------------------------------------------
+class DockerService(ManagedService):
+    """A Docker Engine (Debian's dockerd) on its own unix socket, data root and exec root,
+    started as root by scripts/services.sh with no iptables, NAT or default bridge; the
+    busybox and runtime images are built in it at start (`docker_host` is "unix://...")."""
+
+    name = "docker"
+    component = "docker"
+    engine = "docker"
+    busybox_image = BUSYBOX_IMAGE
+    container_label = TEST_CONTAINER_LABEL
+
+    def __init__(self, state_root: Path):
+        # dockerd's managed containerd puts the deepest unix socket below the state dir
+        # (at most ~108 bytes); fall back to a short temp dir, as services.sh requires.
+        deepest = state_root / "docker" / "exec" / "containerd" / "containerd-debug.sock"
+        if len(str(deepest)) > 100:
+            state_root = Path(tempfile.mkdtemp(prefix="ow-test-"))
+        super().__init__(state_root, {})
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_dir / "docker.sock"
+
+    @property
+    def docker_host(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def _docker(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["docker", *args],
+            env={**os.environ, "DOCKER_HOST": self.docker_host},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def check_installed(self) -> None:
+        if shutil.which("dockerd") is None or shutil.which("docker") is None:
+            pytest.fail(f"dockerd is not installed: {_install_hint('docker')}", pytrace=False)
+        if os.geteuid() != 0:
+            pytest.skip("dockerd needs root")
+
+    def remove_containers(self, label: str = TEST_CONTAINER_LABEL) -> None:
+        """Force-remove every container that carries `label` (any value)."""
+        if not self.socket_path.exists():
+            return
+        ids = self._docker("ps", "-aq", "--filter", f"label={label}").stdout.split()
+        if ids:
+            self._docker("rm", "-f", *ids)
+
+    def setup(self) -> None:
+        self.check_installed()
+        self.remove_containers()
+        self._script("clean")
+        try:
+            self.start()
+        except ServiceError as exc:
+            pytest.skip(f"dockerd cannot run on this machine: {exc}")
+
+    def teardown(self) -> None:
+        if self.started:
+            self.remove_containers()
+        super().teardown()
+
+
+class ExternalDocker(_External, DockerService):
+    def __init__(self, docker_host: str):
+        self.name = "docker"
         self._docker_host = docker_host
         self.started = False
 

@@ -3,7 +3,9 @@
 The official ``openwhisk/action-*`` images listen on port 8080 of the container's network
 interface; the project's runtimes listen on 127.0.0.1 (they were written for the process
 backend), which a published port cannot reach. This wrapper binds ``0.0.0.0:8080`` and hands
-the socket to the runtime as ``--listen-fd 3``, its documented way to serve an inherited socket:
+the socket to the runtime as ``--listen-fd 3``, its documented way to serve an inherited socket.
+With host networking the backend gives each container its own loopback address instead, in
+``__OW_RUNTIME_LISTEN=127.0.0.1:<port>`` (removed from the environment the action sees):
 
     docker_entry.py python   the python runtime's ``serve`` mode, in this interpreter
     docker_entry.py node     exec ``node node_runtime.js --listen-fd 3``
@@ -24,11 +26,21 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 PORT = 8080
 LISTEN_FD = 3
+LISTEN_ENV = "__OW_RUNTIME_LISTEN"
 
 
-def listen(port: int = PORT) -> None:
+def address() -> tuple[str, int]:
+    """``0.0.0.0:8080``, or the ``host:port`` the backend named in ``__OW_RUNTIME_LISTEN``."""
+    value = os.environ.pop(LISTEN_ENV, "")
+    if not value:
+        return "0.0.0.0", PORT
+    host, _, port = value.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def listen() -> None:
     """Bind the runtime's socket and put it on fd 3 (inheritable, for exec)."""
-    fd = socket.create_server(("0.0.0.0", port), backlog=64).detach()
+    fd = socket.create_server(address(), backlog=64).detach()
     if fd != LISTEN_FD:
         os.dup2(fd, LISTEN_FD)
         os.close(fd)

@@ -60,6 +60,7 @@ INIT_TWICE = "Cannot initialize the action more than once."
 NO_CODE = "Missing main/no code to execute."
 NOT_A_DICT = "The action did not return a dictionary or array."
 NOT_INITIALIZED = "no action defined yet"
+COMMAND_EXITED = "command exited"
 
 # Modules worth having in every forked container (imported once, shared copy-on-write).
 PRELOAD = (
@@ -392,6 +393,7 @@ class ActionRuntime:
 
     def init(self, body: bytes) -> tuple[int, bytes]:
         if self.init_attempted:
+            print(INIT_TWICE, file=sys.stderr)  # as the stock proxy: logged, no sentinels
             return 403, _json({"error": INIT_TWICE})
         try:
             code, main_name, data, env = parse_init(body)
@@ -410,6 +412,7 @@ class ActionRuntime:
             if not callable(fn):
                 raise AttributeError(f"Action entrypoint '{main_name}' is not a function.")
         except _InitError as e:
+            print(e, file=sys.stderr)
             write_sentinels()
             return 502, _json({"error": str(e)})
         except BaseException as e:  # SyntaxError, ImportError, SystemExit at import time...
@@ -435,6 +438,11 @@ class ActionRuntime:
         os.environ.update(env)
         try:
             result = self.main(value)
+        except SystemExit:
+            # As the stock proxy when the action's process exits: 400, and later calls are
+            # refused (the invoker destroys the container after this developer error anyway).
+            self.main = None
+            return 400, _json({"error": COMMAND_EXITED})
         except Exception as e:
             # As the stock launcher: the traceback goes to the logs and the error becomes the
             # result (HTTP 200, an application error; the container stays warm).

@@ -117,6 +117,20 @@ def looks_binary(code: str) -> bool:
     return bool(t) and len(t) % 4 == 0 and _BASE64_RE.fullmatch(t) is not None
 
 
+# A Docker image reference: [registry[:port]/]path[:tag][@digest], lower-case path parts.
+_IMAGE_RE = re.compile(
+    r"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
+
+
+def valid_image(image: str) -> bool:
+    """Whether ``image`` is a Docker image reference (``--docker IMAGE``), so a bad name is
+    refused when the action is created, not when a container is."""
+    return len(image) <= 255 and _IMAGE_RE.fullmatch(image) is not None
+
+
 def resolve_kind(kind: str, defaults: dict[str, str]) -> str:
     k = kind.strip().lower()
     if k.endswith(":default"):
@@ -200,12 +214,14 @@ def _action_from_document(
     if main is not None and not isinstance(main, str):
         raise ProtocolError("exec.main must be a string")
     image = exec_.get("image")
-    if kind == "blackbox" and not isinstance(image, str):
-        raise ProtocolError("blackbox action has no image")
+    if kind == "blackbox" and not (isinstance(image, str) and valid_image(image)):
+        raise ProtocolError("blackbox action has no valid exec.image")
     binary = exec_.get("binary", False)
     if not isinstance(binary, bool):
         raise ProtocolError("exec.binary must be a boolean")
     code_value = exec_.get("code", exec_.get("jar"))
+    if kind == "blackbox" and isinstance(code_value, str) and not code_value.strip():
+        code_value = None  # as the stock controller: blank code is no code (pure blackbox)
     code: str | None = None
     attachment: str | None = None
     if isinstance(code_value, str):

@@ -32,14 +32,15 @@ async def test_action_crud_invoke_and_activations(p):
     body = {"exec": {"kind": "python:default", "code": "def main(a): return a"}}
     status, action = await p.call("PUT", f"{NS}/actions/hello", json=body)
     assert status == 200, action
-    assert action["exec"]["kind"] == "python:3.11" and action["version"] == "0.0.1"
+    # python:default is the manifest's default python kind: python:3.10, as in the stock one
+    assert action["exec"]["kind"] == "python:3.10" and action["version"] == "0.0.1"
     status, _ = await p.call("PUT", f"{NS}/actions/hello", json=body)
     assert status == 409
     status, action = await p.call(
         "PUT", f"{NS}/actions/hello?overwrite=true", json={"parameters": [{"key": "a", "value": 1}]}
     )
     assert status == 200 and action["version"] == "0.0.2"
-    assert action["exec"]["kind"] == "python:3.11"
+    assert action["exec"]["kind"] == "python:3.10"
     status, got = await p.call("GET", f"{NS}/actions/hello")
     assert got["exec"]["code"] == "def main(a): return a"
     assert got["parameters"] == [{"key": "a", "value": 1}]

@@ -350,6 +350,24 @@ async def test_memory_limit_without_cgroups_is_rlimit(state_dir: Path) -> None:
         await b.close()
 
 
+HEAP_LIMIT_JS = (
+    "function main() { return {bytes: require('v8').getHeapStatistics().heap_size_limit}; }"
+)
+
+
+@needs_node
+async def test_node_heap_is_limited_without_cgroups(state_dir: Path) -> None:
+    # No cgroup to enforce the memory limit: V8's own heap limit must (--max-old-space-size),
+    # else node sizes its heap from the machine's memory (GBs) and ignores the action's limit.
+    b = await started(state_dir, use_cgroups=False)
+    try:
+        c = await Maker(b)(HEAP_LIMIT_JS, kind="nodejs:20", memory_mb=128)
+        heap_mb = result(await run(c))["bytes"] / 2**20
+        assert heap_mb < 2 * 128, f"node's heap limit is {heap_mb:.0f} MiB for a 128 MB action"
+    finally:
+        await b.close()
+
+
 # -- logs ------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,305 @@
+"""The container pool (containers/pool.py) on the simulated backend and a virtual clock: warm
+reuse, prewarmed containers, eviction under memory pressure, failed creations, condemned and
+unhealthy containers, the janitor's pausing and removal, and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from containers.backend import ContainerError, ImagePullError
+from containers.placement import How, SlotState, WarmKey
+from containers.pool import ContainerPool, Lease, StemCell
+from invoker.clock import LoopClock
+from tests.unit.faults import FaultyBackend, FaultyContainer, virtual
+
+PY = "python:3.11"
+A = WarmKey("guest", "guest/a", "1-a")
+B = WarmKey("guest", "guest/b", "1-b")
+C = WarmKey("guest", "guest/c", "1-c")
+
+
+def pool_test(
+    body: Callable[[ContainerPool, FaultyBackend, asyncio.AbstractEventLoop], Awaitable[Any]],
+    *,
+    memory_mb: int = 1024,
+    cold_start_s: float = 0.0,
+    create_error: BaseException | None = None,
+    **kwargs: Any,
+) -> None:
+    """Run ``body`` against a started pool on a virtual-time loop, then close the pool and
+    check that every container it made was destroyed exactly once."""
+    _prepared.clear()
+
+    async def main(loop: asyncio.AbstractEventLoop) -> None:
+        backend = FaultyBackend(cold_start_s=cold_start_s)
+        backend.faults.create_error = create_error
+        pool = ContainerPool(
+            backend,
+            user_memory_mb=memory_mb,
+            clock=LoopClock(loop),
+            name_prefix="wsk0",
+            **kwargs,
+        )
+        await pool.start()
+        try:
+            await body(pool, backend, loop)
+        finally:
+            await pool.close()
+        assert backend.live == 0, "close() left containers behind"
+        assert all(c.destroyed == 1 for c in backend.containers), "destroyed twice or never"
+
+    virtual(main)
+
+
+async def settle() -> None:
+    """Let the pool's background work (creations, removals) run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.001)
+
+
+# The container each prepared slot got (the pool forgets it once it is destroyed).
+_prepared: dict[int, FaultyContainer] = {}
+
+
+async def use(pool: ContainerPool, key: WarmKey, memory_mb: int = 256, kind: str = PY) -> Lease:
+    lease = pool.reserve(key, kind, memory_mb)
+    assert lease is not None, f"no room for {key}"
+    c = await pool.prepare(lease, key.namespace, key.docid.split("/")[-1])
+    assert isinstance(c, FaultyContainer)
+    _prepared[id(lease.slot)] = c
+    return lease
+
+
+def container(lease: Lease) -> FaultyContainer:
+    return _prepared[id(lease.slot)]
+
+
+def test_a_released_container_is_reused_warm_by_the_same_action_only():
+    async def body(pool, backend, loop):
+        first = await use(pool, A)
+        assert first.how is How.COLD and backend.created == 1
+        assert container(first).spec.name.startswith(f"wsk0_{pool.generation}_")
+        assert container(first).spec.name.endswith("_guest_a")
+        pool.mark_initialized(first)
+        pool.release(first, healthy=True)
+        again = await use(pool, A)
+        assert again.how is How.WARM and container(again) is container(first)
+        assert again.slot.initialized  # no second /init
+        pool.release(again, healthy=True)
+        other_ns = await use(pool, WarmKey("alice", A.docid, A.revision))
+        other_rev = await use(pool, WarmKey("guest", A.docid, "2-a"))
+        assert other_ns.how is How.COLD and other_rev.how is How.COLD
+        assert (pool.cold_starts, pool.warm_starts) == (3, 1)
+        assert backend.created == 3
+
+    pool_test(body)
+
+
+def test_a_call_waits_when_memory_is_held_by_busy_containers():
+    async def body(pool, backend, loop):
+        a = await use(pool, A)
+        await use(pool, B)
+        assert pool.used_memory_mb == 512
+        assert pool.reserve(C, PY, 256) is None  # busy containers are never evicted
+        pool.release(a, healthy=True)
+        c = await use(pool, C)
+        assert [v.id for v in c.evict] == [a.slot.id]
+
+    pool_test(body, memory_mb=512)
+
+
+def test_memory_pressure_evicts_the_least_recently_used_idle_container():
+    async def body(pool, backend, loop):
+        a = await use(pool, A)
+        pool.release(a, healthy=True)
+        await asyncio.sleep(1)
+        b = await use(pool, B)
+        pool.release(b, healthy=True)
+        assert pool.used_memory_mb == 512
+        c = await use(pool, C)
+        assert c.how is How.COLD and [v.id for v in c.evict] == [a.slot.id]
+        await settle()
+        assert container(a).destroyed == 1 and container(b).destroyed == 0
+        assert pool.evictions == 1 and pool.used_memory_mb == 512
+        assert backend.live == 2
+        again = await use(pool, B)  # the more recently used one stayed warm
+        assert again.how is How.WARM
+
+    pool_test(body, memory_mb=512)
+
+
+def test_a_large_call_evicts_as_many_idle_containers_as_it_needs():
+    async def body(pool, backend, loop):
+        for key in (A, B, C):
+            pool.release(await use(pool, key), healthy=True)
+            await asyncio.sleep(1)
+        big = await use(pool, WarmKey("guest", "guest/big", "1"), memory_mb=512)
+        assert len(big.evict) == 2 and pool.evictions == 2
+        await settle()
+        assert backend.live == 2 and pool.used_memory_mb == 768
+
+    pool_test(body, memory_mb=768)
+
+
+def test_a_prewarmed_container_is_used_for_its_kind_and_memory_and_replaced():
+    async def body(pool, backend, loop):
+        await settle()
+        assert pool.count(SlotState.PREWARM) == 1 and backend.created == 1
+        spare = backend.containers[0]
+        assert "prewarm" in spare.spec.name
+        lease = await use(pool, A)
+        assert lease.how is How.PREWARM and container(lease) is spare
+        assert not lease.slot.initialized
+        assert pool.prewarm_starts == 1 and pool.cold_starts == 0
+        await settle()
+        assert pool.count(SlotState.PREWARM) == 1 and backend.created == 2  # refilled
+        other = await use(pool, B, memory_mb=512)  # another size: not from the stem cells
+        assert other.how is How.COLD
+
+    pool_test(body, stem_cells=(StemCell(PY, 256, 1),))
+
+
+def test_prewarmed_containers_take_at_most_half_of_the_memory():
+    async def body(pool, backend, loop):
+        await settle()
+        assert pool.count(SlotState.PREWARM) == 2
+        assert pool.used_memory_mb == 512
+
+    pool_test(body, stem_cells=(StemCell(PY, 256, 4),))
+
+
+def test_a_prewarm_still_starting_is_not_taken():
+    async def body(pool, backend, loop):
+        # The prewarm takes 1 s to start; meanwhile a call of its kind gets a cold one.
+        await asyncio.sleep(0.1)
+        assert pool.count(SlotState.STARTING) == 1
+        lease = await use(pool, A)
+        assert lease.how is How.COLD
+        await asyncio.sleep(1)
+        assert pool.count(SlotState.PREWARM) == 1
+
+    pool_test(body, cold_start_s=1.0, stem_cells=(StemCell(PY, 256, 1),))
+
+
+def test_a_failed_creation_frees_its_memory_and_says_why_until_a_probe_succeeds():
+    async def body(pool, backend, loop):
+        woken: list[int] = []
+        pool.on_change = lambda: woken.append(len(pool.slots))  # the dispatcher's wake-up
+        backend.faults.create_error = ContainerError("no space left on device")
+        lease = pool.reserve(A, PY, 256)
+        assert lease is not None and pool.used_memory_mb == 256
+        with pytest.raises(ContainerError, match="no space"):
+            await pool.prepare(lease, "guest", "a")
+        assert pool.used_memory_mb == 0 and not pool.slots
+        assert woken == [0]  # told that the memory is free again
+        assert pool.create_problem == "cannot create containers: no space left on device"
+        await pool.probe()  # still failing
+        assert pool.create_problem is not None and woken == [0]
+        backend.faults.create_error = None
+        await pool.probe()
+        assert pool.create_problem is None and woken == [0, 0]
+        assert backend.live == 0  # the probe's container is gone
+
+    pool_test(body)
+
+
+def test_a_missing_image_is_the_actions_problem_not_the_nodes():
+    async def body(pool, backend, loop):
+        backend.faults.create_error = ImagePullError("image user/img:tag not found")
+        lease = pool.reserve(A, "blackbox", 256)
+        with pytest.raises(ImagePullError):
+            await pool.prepare(lease, "guest", "a")
+        assert pool.create_problem is None and pool.used_memory_mb == 0
+
+    pool_test(body)
+
+
+def test_a_failed_prewarm_is_logged_and_leaves_no_slot(caplog):
+    caplog.set_level(logging.WARNING, logger="containers.pool")
+
+    async def body(pool, backend, loop):
+        await settle()
+        assert pool.slots == {} and pool.used_memory_mb == 0
+        assert "prewarm" in caplog.text and "runtime image missing" in caplog.text
+
+    pool_test(
+        body,
+        create_error=ContainerError("runtime image missing"),
+        stem_cells=(StemCell(PY, 256, 1),),
+    )
+
+
+def test_an_unhealthy_container_is_destroyed_at_release():
+    async def body(pool, backend, loop):
+        lease = await use(pool, A)
+        pool.release(lease, healthy=False)
+        await settle()
+        assert container(lease).destroyed == 1 and not pool.slots
+        assert (await use(pool, A)).how is How.COLD
+
+    pool_test(body)
+
+
+def test_a_condemned_container_goes_at_release_or_at_once_if_idle():
+    async def body(pool, backend, loop):
+        busy = await use(pool, A)
+        pool.condemn(busy.slot)
+        await settle()
+        assert container(busy).destroyed == 0  # still running its call
+        pool.release(busy, healthy=True)
+        await settle()
+        assert container(busy).destroyed == 1 and not pool.slots
+        idle = await use(pool, B)
+        pool.release(idle, healthy=True)
+        pool.condemn(idle.slot)
+        await settle()
+        assert container(idle).destroyed == 1 and not pool.slots
+        pool.condemn(idle.slot)  # already gone: nothing happens
+
+    pool_test(body)
+
+
+def test_idle_containers_are_paused_then_removed_and_resumed_when_used():
+    async def body(pool, backend, loop):
+        lease = await use(pool, A)
+        pool.release(lease, healthy=True)
+        c = container(lease)
+        await asyncio.sleep(12)
+        assert c.paused and pool.count(SlotState.PAUSED) == 1
+        again = await use(pool, A)
+        assert again.how is How.WARM and container(again) is c
+        assert not c.paused and c.resumes == 1
+        pool.release(again, healthy=True)
+        await asyncio.sleep(61)
+        assert c.destroyed == 1 and not pool.slots
+
+    pool_test(body, pause_grace_s=10, idle_timeout_s=60)
+
+
+def test_a_container_that_cannot_be_paused_is_removed(caplog):
+    async def body(pool, backend, loop):
+        lease = await use(pool, A)
+        pool.release(lease, healthy=True)
+        backend.faults.pause_error = ContainerError("freezer unavailable")
+        await asyncio.sleep(12)
+        await settle()
+        assert container(lease).destroyed == 1 and not pool.slots
+        assert "freezer unavailable" in caplog.text
+
+    pool_test(body, pause_grace_s=10, idle_timeout_s=60)
+
+
+def test_close_destroys_busy_idle_and_prewarmed_containers():
+    async def body(pool, backend, loop):
+        await settle()
+        await use(pool, A, memory_mb=128)
+        pool.release(await use(pool, B, memory_mb=128), healthy=True)
+        assert backend.live == 3
+
+    pool_test(body, stem_cells=(StemCell(PY, 256, 1),))
