@@ -91,6 +91,8 @@ class Api:
                 web.get("/", self.root),
                 web.get("/api/v1", self.info),
                 web.get("/ping", self.ping),
+                web.get("/invokers", self.invokers),
+                web.get("/invokers/healthy/count", self.healthy_count),
                 web.get("/metrics", self.metrics),
                 web.get("/api/v1/namespaces", self.namespaces),
                 web.get(f"{ns}/actions", self.list_actions),
@@ -197,6 +199,22 @@ class Api:
 
     async def ping(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "invokers": self.controller.balancer.states()})
+
+    async def invokers(self, request: web.Request) -> web.Response:
+        """The stock controller's ``GET /invokers``: ``{"invoker0/<uniqueName>": "up"}``
+        (the id as stock prints it, with the displayed name when there is one)."""
+        names = ("uniqueName", "displayedName")
+        return web.json_response(
+            {
+                "/".join(
+                    [f"invoker{n}", *filter(None, (r.instance_json.get(k) for k in names))]
+                ): r.state.value
+                for n, r in sorted(self.controller.balancer.invokers.items())
+            }
+        )
+
+    async def healthy_count(self, request: web.Request) -> web.Response:
+        return web.json_response(len(self.controller.balancer.healthy()))
 
     async def metrics(self, request: web.Request) -> web.Response:
         """Prometheus text, open like ``/ping``: what the front's consumers skipped."""

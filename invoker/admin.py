@@ -1,5 +1,6 @@
 """The invoker's HTTP server (spec 4.6): ``/ping``, ``/health`` and ``/metrics`` open;
-``/enable``, ``/disable``, ``/isEnabled`` and ``/status`` behind basic auth.
+``/enable``, ``/disable``, ``/isEnabled`` (the stock invoker's three), ``/status``,
+``/activations`` and ``/pool`` behind basic auth. docs/operations.md documents them.
 
 ``/ping`` answers ``pong`` while the process serves HTTP, as the stock invoker's does;
 ``/health`` answers 200 only while the node can work (the same condition under which it
@@ -12,6 +13,8 @@ import hmac
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from invoker import nodeview
 
 if TYPE_CHECKING:
     from invoker.service import Invoker
@@ -78,6 +81,18 @@ def admin_app(invoker: Invoker) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(invoker.status())
 
+    async def activations(request: web.Request) -> web.Response:
+        try:
+            limit = int(request.query.get("limit", "100"))
+        except ValueError:
+            limit = -1
+        if limit < 0:
+            return web.json_response({"error": "limit must be a whole number >= 0"}, status=400)
+        return web.json_response(nodeview.activations(invoker, limit))
+
+    async def pool(_: web.Request) -> web.Response:
+        return web.json_response(nodeview.pool(invoker))
+
     app = web.Application(middlewares=[auth])
     app.add_routes(
         [
@@ -88,6 +103,8 @@ def admin_app(invoker: Invoker) -> web.Application:
             web.post("/disable", disable),
             web.get("/isEnabled", is_enabled),
             web.get("/status", status),
+            web.get("/activations", activations),
+            web.get("/pool", pool),
         ]
     )
     return app

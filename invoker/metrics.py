@@ -1,5 +1,6 @@
 """Prometheus metrics of one invoker, in a registry of its own (several invokers can live in
-one process, as in the embedded mode and the tests)."""
+one process, as in the embedded mode and the tests). The container pool's gauges are read at
+scrape time (:mod:`invoker.nodeview`); docs/metrics.md lists every metric."""
 
 from __future__ import annotations
 
@@ -106,7 +107,6 @@ class InvokerMetrics:
         self.pending = Gauge(
             "invoker_pending_activations", "Received and not yet finished", registry=r
         )
-        self.containers = Gauge("invoker_containers", "Containers by state", ["state"], registry=r)
         self.spooled = Gauge(
             "invoker_spooled_records", "Records waiting on disk for the database", registry=r
         )

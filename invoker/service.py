@@ -22,6 +22,7 @@ from containers.manifest import BLACKBOX, Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
 from gpu.integration import is_gpu_action
+from invoker import nodeview
 from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Job
@@ -208,6 +209,7 @@ class Invoker:
         m.spooled.set_function(lambda: self.records.spooled_now)
         m.enabled.set_function(lambda: 1 if self.enabled else 0)
         m.healthy.set_function(lambda: 1 if self.health.healthy else 0)
+        nodeview.install(self)  # pool and queue gauges read at scrape time
 
     # -- lifecycle --
 
@@ -293,6 +295,10 @@ class Invoker:
             await self.supervisor.stop("ping")
             await self._ping(enabled=False)
         return True
+
+    def running_calls(self) -> list[Call[Job]]:
+        """The started calls (holding a core and a container), for the admin API."""
+        return list(self._running)
 
     def status(self) -> dict[str, Any]:
         return {

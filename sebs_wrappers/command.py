@@ -47,7 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("deploy", help="create the actions (and upload their inputs), then verify")
     p.add_argument("benchmarks", nargs="*")
     common(p, api=True)
-    p.add_argument("--kind", default="python:3", help="action kind (default %(default)s)")
+    p.add_argument(
+        "--kind",
+        default="python:3.11",
+        help="action kind, as the runtimes manifest names it (default %(default)s)",
+    )
     p.add_argument("--docker", default=None, help="blackbox image instead of a kind (stock OW)")
     p.add_argument(
         "--size",

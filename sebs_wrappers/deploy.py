@@ -52,7 +52,7 @@ class Deployment:
 
 @dataclass(frozen=True)
 class DeployOptions:
-    kind: str = "python:3"
+    kind: str = "python:3.11"  # a stock manifest kind (a stock controller refuses python:3)
     image: str | None = None
     sizes: dict[str, str] = field(default_factory=dict)
     memory_cap_mb: int | None = None

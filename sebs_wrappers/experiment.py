@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +68,7 @@ class ExperimentConfig:
     sizes: dict[str, str] = field(default_factory=dict)
     short: bool = False
     resume: bool = False
+    kind: str = "python:3.11"  # a kind of the stock runtimes manifest
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -126,6 +128,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--apihost", help="use this running OpenWhisk instead of starting standalone per policy")
     a("--auth", default=default_auth(), help="uuid:key (default: guest)")
     a("--driver", choices=("python", "gatling"), default="python", help="load generator")
+    a(
+        "--kind",
+        default="python:3.11",
+        help="action kind for the functions, as the deployment's runtimes manifest names it "
+        "(default %(default)s; the stock manifest has python:3.10 and python:3.11)",
+    )
     a("--resume", action="store_true", help="keep the policies already measured in --out")
     a(
         "--report-only",
@@ -179,6 +187,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         sizes=sizes,
         short=args.short,
         resume=args.resume,
+        kind=args.kind,
         **base,
     )
 
@@ -194,6 +203,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"report: {path}")
         return 0
     cfg = config_from_args(args)
+    from sebs_wrappers import plots
+
+    if not plots.available():  # said now, not after hours of measuring
+        print(f"note: {plots.MISSING}", file=sys.stderr)
     path = asyncio.run(run(cfg))
     print(f"report: {path}")
     return 0
@@ -280,7 +293,9 @@ async def run_policy(
     lateness: Lateness = {}
     try:
         async with OpenWhisk(apihost, cfg.auth) as ow:
-            opts = deploy.DeployOptions(sizes=cfg.sizes, timeout_ms=cfg.action_timeout_ms)
+            opts = deploy.DeployOptions(
+                kind=cfg.kind, sizes=cfg.sizes, timeout_ms=cfg.action_timeout_ms
+            )
             dep = await deploy.deploy(
                 benches,
                 ow,

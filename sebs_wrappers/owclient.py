@@ -113,7 +113,7 @@ class OpenWhisk:
         name: str,
         zip_bytes: bytes,
         *,
-        kind: str = "python:3",
+        kind: str = "python:3.11",
         image: str | None = None,
         memory_mb: int = 256,
         timeout_ms: int = 60_000,

@@ -17,6 +17,22 @@ from sebs_wrappers.analysis import CallRow
 _LABEL = {"response": "response time R [s]", "stretch": "stretch S = R / p"}
 
 
+MISSING = (
+    "plots skipped: matplotlib is not installed. The CSV, JSON and report files are "
+    "complete; for the figures install the experiments extra (pip install -e '.[experiments]') "
+    "and re-run with --report-only DIR."
+)
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported (it comes with the ``experiments`` extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _plt():
     import matplotlib
 

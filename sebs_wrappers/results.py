@@ -15,6 +15,7 @@ import asyncio
 import csv
 import json
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,11 @@ def write_outputs(out: Path) -> Path:
     )
 
     figures: list[tuple[str, Path]] = []
-    if rows:
+    notes = []
+    if rows and not plots.available():
+        print(plots.MISSING, file=sys.stderr)
+        notes.append(plots.MISSING)
+    elif rows:
         pdir = out / "plots"
         figures.append(
             (
@@ -210,7 +215,6 @@ def write_outputs(out: Path) -> Path:
                     plots.means_vs_intensity(summary, policies, pdir / "means.png"),
                 )
             )
-    notes = []
     if config.get("short"):
         notes.append("Short (CI) configuration: too few calls for conclusions; see docs.")
     text = report.render(

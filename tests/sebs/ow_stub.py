@@ -14,6 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
+# The kinds of apache/openwhisk's stock runtimes manifest (ansible/files/runtimes.json) a
+# runner may use, plus blackbox; a stock controller answers 400 for any other (python:3).
+STOCK_KINDS = {"nodejs:18", "nodejs:20", "python:3.10", "python:3.11", "blackbox"}
+
 
 class StubOpenWhisk:
     def __init__(
@@ -67,6 +71,9 @@ class StubOpenWhisk:
     async def put_action(self, request: web.Request) -> web.Response:
         body = await request.json()
         name = request.match_info["name"]
+        kind = body.get("exec", {}).get("kind")
+        if kind not in STOCK_KINDS:
+            return web.json_response({"error": f"kind '{kind}' not in the manifest"}, status=400)
         self.actions[name] = {"name": name, "namespace": "guest", **body}
         return web.json_response({k: v for k, v in self.actions[name].items() if k != "exec"})
 
@@ -129,7 +136,7 @@ class StubOpenWhisk:
         }
         annotations = [
             {"key": "path", "value": f"guest/{name}"},
-            {"key": "kind", "value": "python:3"},
+            {"key": "kind", "value": self.actions.get(name, {}).get("exec", {}).get("kind")},
             {"key": "waitTime", "value": int((start - arrival) * 1e3)},
         ]
         if cold:

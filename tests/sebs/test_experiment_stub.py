@@ -13,12 +13,13 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from ow_stub import StubOpenWhisk
 from sebs_helpers import needs_sebs
 
 from sebs_wrappers import catalog, deploy
 from sebs_wrappers.experiment import ExperimentConfig, run
-from sebs_wrappers.owclient import OpenWhisk
+from sebs_wrappers.owclient import OpenWhisk, OpenWhiskError
 
 pytestmark = needs_sebs
 
@@ -38,7 +39,7 @@ async def test_deploy_and_verify_over_rest(tmp_path: Path) -> None:
         await stub.stop()
     assert [c.ok for c in checks] == [True, True], checks
     action = stub.actions["sebs-110-dynamic-html"]
-    assert action["exec"]["kind"] == "python:3" and action["exec"]["binary"] is True
+    assert action["exec"]["kind"] == "python:3.11" and action["exec"]["binary"] is True
     with zipfile.ZipFile(io.BytesIO(base64.b64decode(action["exec"]["code"]))) as zf:
         assert "__main__.py" in zf.namelist()
     assert action["limits"] == {"memory": 128, "timeout": 10_000, "logs": 10, "concurrency": 1}
@@ -143,3 +144,18 @@ async def test_resume_keeps_measured_policies(tmp_path: Path) -> None:
     with (tmp_path / "calls.csv").open() as f:
         policies = [r["policy"] for r in csv.DictReader(f)]
     assert policies.count("first") == policies.count("second") == 20
+
+
+async def test_the_default_kind_is_one_a_stock_controller_accepts() -> None:
+    # The stub refuses kinds outside the stock manifest with 400, as a stock controller does.
+    stub = StubOpenWhisk()
+    url = await stub.start()
+    try:
+        async with OpenWhisk(url) as ow:
+            with pytest.raises(OpenWhiskError) as e:
+                await ow.put_action("old", b"zip", kind="python:3")
+            assert e.value.status == 400 and "python:3'" in str(e.value)
+            await ow.put_action("new", b"zip")
+        assert stub.actions["new"]["exec"]["kind"] == "python:3.11"
+    finally:
+        await stub.stop()

@@ -1,0 +1,198 @@
+"""What an operator asks of a node, as JSON for the admin API and as gauges for ``/metrics``:
+which activations wait and which run (ids, ages), and the container pool by state, kind and
+action. Read-only snapshots: nothing here changes the invoker, and a queued job that keeps
+only its raw message is parsed for the listing without being expanded again."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily
+
+from containers.placement import SlotState
+from invoker.protocol import ProtocolError, parse_activation
+
+if TYPE_CHECKING:
+    from invoker.activation import Job
+    from invoker.protocol import ActivationMessage
+    from invoker.scheduler import Call
+    from invoker.service import Invoker
+
+STATES = tuple(s.value for s in SlotState)
+
+
+def _message(job: Job) -> ActivationMessage | None:
+    """The job's parsed message, without caching a parse of a compacted job."""
+    if job.parsed is not None:
+        return job.parsed
+    try:
+        return parse_activation(job.raw)
+    except ProtocolError:  # admitted messages parse; a last guard for a listing
+        return None
+
+
+def _call(call: Call[Job], now: float, epoch_ms: int, state: str) -> dict[str, Any]:
+    job = call.payload
+    msg = _message(job)
+    entry: dict[str, Any] = {
+        "activationId": msg.activation_id if msg else None,
+        "state": state,
+        "action": job.action.docid,
+        "kind": job.action.kind,
+        "memoryMB": job.action.limits.memory_mb,
+        "namespace": msg.user.namespace if msg else None,
+        "transid": msg.transaction_id if msg else None,
+        "ageS": round(now - job.received, 3),
+        "sinceAcceptedS": round((epoch_ms - msg.transaction_start_ms) / 1000, 3) if msg else None,
+        "partition": job.partition,
+        "offset": job.offset,
+    }
+    if call.started is not None:
+        entry["runningS"] = round(now - call.started, 3)
+        entry["core"] = call.core
+    return entry
+
+
+def _oldest(calls: Iterable[Call[Job]], limit: int) -> list[Call[Job]]:
+    return heapq.nsmallest(limit, calls, key=lambda c: c.payload.received)
+
+
+def activations(invoker: Invoker, limit: int = 100) -> dict[str, Any]:
+    """The running and queued activations, oldest first (at most ``limit`` of each), with
+    the totals; ``pending`` also counts calls being resolved or answered."""
+    now, epoch_ms = invoker.clock.now(), invoker.clock.epoch_ms()
+    queued = [c for q in (invoker.scheduler, invoker.gpu_calls) for c in q.waiting()]
+    running = invoker.running_calls()
+    return {
+        "pending": invoker.pending,
+        "runningTotal": len(running),
+        "queuedTotal": len(queued),
+        "running": [_call(c, now, epoch_ms, "running") for c in _oldest(running, limit)],
+        "queued": [_call(c, now, epoch_ms, "queued") for c in _oldest(queued, limit)],
+    }
+
+
+def oldest_age_s(invoker: Invoker, which: str) -> float:
+    """Age (since receipt) of the oldest queued or running call, 0 when there is none."""
+    if which == "queued":
+        calls = [c for q in (invoker.scheduler, invoker.gpu_calls) for c in q.waiting()]
+    else:
+        calls = invoker.running_calls()
+    if not calls:
+        return 0.0
+    return invoker.clock.now() - min(c.payload.received for c in calls)
+
+
+def pool(invoker: Invoker) -> dict[str, Any]:
+    """The container pool: every container, and counts by state, by kind and by action."""
+    p, now = invoker.pool, invoker.clock.now()
+    containers = []
+    by_action: dict[str, Counter[str]] = defaultdict(Counter)
+    for slot in sorted(p.slots.values(), key=lambda s: s.id):
+        action = slot.key.docid if slot.key else None
+        containers.append(
+            {
+                "id": slot.id,
+                "name": slot.container.name if slot.container else None,
+                "kind": slot.kind,
+                "memoryMB": slot.memory_mb,
+                "state": slot.state.value,
+                "action": action,
+                "namespace": slot.key.namespace if slot.key else None,
+                "revision": slot.key.revision if slot.key else None,
+                "idleS": None
+                if slot.state in (SlotState.BUSY, SlotState.STARTING, SlotState.PREWARM)
+                else round(now - slot.last_used, 3),
+            }
+        )
+        if action is not None:
+            by_action[action][slot.state.value] += 1
+    return {
+        "userMemoryMB": invoker.config.user_memory_mb,
+        "usedMemoryMB": p.used_memory_mb,
+        "byState": {state: n for state, n in state_counts(invoker)},
+        "byKind": {
+            kind: dict(counts) for kind, counts in sorted(kind_state_counts(invoker).items())
+        },
+        "byAction": {a: dict(counts) for a, counts in sorted(by_action.items())},
+        "coldStarts": p.cold_starts,
+        "warmStarts": p.warm_starts,
+        "prewarmStarts": p.prewarm_starts,
+        "evictions": p.evictions,
+        "containers": containers,
+    }
+
+
+def state_counts(invoker: Invoker) -> Iterator[tuple[str, int]]:
+    """(state, containers), every state listed (0 when none)."""
+    counts = Counter(s.state.value for s in invoker.pool.slots.values())
+    for state in STATES:
+        yield state, counts[state]
+
+
+def kind_state_counts(invoker: Invoker) -> dict[str, Counter[str]]:
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for slot in invoker.pool.slots.values():
+        counts[slot.kind][slot.state.value] += 1
+    return counts
+
+
+def memory_by_state(invoker: Invoker) -> dict[str, int]:
+    mb: Counter[str] = Counter()
+    for slot in invoker.pool.slots.values():
+        mb[slot.state.value] += slot.memory_mb
+    return {state: mb[state] for state in STATES}
+
+
+class NodeCollector:
+    """Gauges read from the pool and the queues at scrape time (labels that come and go,
+    such as a kind, cannot be fixed gauges)."""
+
+    def __init__(self, invoker: Invoker) -> None:
+        self.invoker = invoker
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        inv = self.invoker
+        containers = GaugeMetricFamily(
+            "invoker_containers", "Containers by state and kind", labels=["state", "kind"]
+        )
+        counts = kind_state_counts(inv)
+        for kind in sorted(counts):
+            for state in STATES:
+                containers.add_metric([state, kind], counts[kind][state])
+        yield containers
+        memory = GaugeMetricFamily(
+            "invoker_containers_memory_mb", "Memory held by containers, by state", labels=["state"]
+        )
+        for state, mb in memory_by_state(inv).items():
+            memory.add_metric([state], mb)
+        yield memory
+        yield GaugeMetricFamily(
+            "invoker_user_memory_mb",
+            "Memory for containers (--user-memory-mb)",
+            value=inv.config.user_memory_mb,
+        )
+        yield GaugeMetricFamily(
+            "invoker_used_memory_mb", "Memory held by containers now", value=inv.pool.used_memory_mb
+        )
+        yield GaugeMetricFamily(
+            "invoker_action_cores", "Cores for user calls", value=len(inv.config.action_cores)
+        )
+        yield GaugeMetricFamily(
+            "invoker_oldest_queued_seconds",
+            "Age since receipt of the oldest call waiting for a core (0: none)",
+            value=oldest_age_s(inv, "queued"),
+        )
+        yield GaugeMetricFamily(
+            "invoker_oldest_running_seconds",
+            "Age since receipt of the oldest running call (0: none)",
+            value=oldest_age_s(inv, "running"),
+        )
+
+
+def install(invoker: Invoker) -> None:
+    """Add the node's scrape-time gauges to its metrics registry."""
+    invoker.metrics.registry.register(NodeCollector(invoker))
