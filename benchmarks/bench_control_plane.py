@@ -30,10 +30,10 @@ from containers.backend import ContainerSpec
 from containers.process import ProcessBackend
 from front.identities import basic_auth
 from invoker.config import available_cores
-from invoker.protocol import dumps
-from invoker.protocol.controller import activation_message
 from tests.integration.harness import controller, make_config
 from tests.reliability.helpers import InvokerProcess
+from whisk.protocol import dumps
+from whisk.protocol.controller import activation_message
 
 NOOP = b"def main(args):\n    return {}\n"
 

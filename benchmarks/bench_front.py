@@ -22,8 +22,8 @@ import aiohttp
 from common import kafka_and_couchdb, percentile
 
 from front.identities import basic_auth
-from invoker.bus.kafka import KafkaBus
 from tests.e2e.platforms import Platform, running_platform
+from whisk.bus.kafka import KafkaBus
 
 NOOP = "def main(args):\n    return {}\n"
 PATH = "/api/v1/namespaces/_/actions/noop"

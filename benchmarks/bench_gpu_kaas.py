@@ -33,7 +33,7 @@ from gpu.config import GpuConfig
 from gpu.hosttier import content_key
 from gpu.model_table import COLD_PROCESS_S, MODEL_TABLE, ModelCost
 from gpu.pool import GpuPool
-from gpu.sim import SimConfig, simulate_closed
+from gpu.simulator import SimConfig, simulate_closed
 from gpu.stats import percentile
 
 POLICIES = ("lalbo3", "cfs-affinity", "exclusive")

@@ -2,7 +2,7 @@
 
 12 GPUs, working sets 15/25/35, 325 requests/minute, LB vs LALB vs LALB+O3 (limit 25), and the
 O3 limit swept 0-45 at working set 35. The scheduler, cache, estimator and dispatcher are the
-production code (gpu/sim.py swaps only the device backend); model sizes and times come from
+production code (gpu/simulator.py swaps only the device backend); model sizes and times come from
 gpu/model_table.py. Each cell is the mean over ``--seeds`` arrival sequences.
 
     .venv/bin/python benchmarks/bench_gpu_sim.py            # ~1 minute
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu.model_table import PROFILES
-from gpu.sim import SimConfig, simulate_open
+from gpu.simulator import SimConfig, simulate_open
 
 # The paper's reported reductions vs LB (Section V; workloads.md / gpu-pool.md).
 PAPER = {

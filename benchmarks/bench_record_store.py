@@ -19,7 +19,7 @@ import uuid
 from common import STATE, exclusive_machine  # also puts the project and tests/ on sys.path
 from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService
 
-from invoker.store.couch import CouchStore
+from whisk.store.couch import CouchStore
 
 
 def record(i: int) -> dict:

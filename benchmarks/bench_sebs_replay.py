@@ -22,8 +22,8 @@ from pathlib import Path
 from gatling import runner
 from gatling.replay import ReplayResult, replay
 from gatling.scenario import Call, write_scenario
-from sebs_wrappers.owclient import OpenWhisk
 from sebs_wrappers.procs import free_port
+from whisk.client import OpenWhisk
 
 SERVER = """
 import asyncio, sys, uuid

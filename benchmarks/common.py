@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService, KafkaService  # noqa: E402
 
-from invoker.summary import percentile  # noqa: E402,F401 (re-exported)
+from whisk.summary import percentile  # noqa: E402,F401 (re-exported)
 
 STATE = ROOT / ".state" / "bench"
 

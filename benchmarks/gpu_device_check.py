@@ -35,10 +35,10 @@ from prometheus_client import CollectorRegistry
 
 from gpu import testmodels
 from gpu.config import GpuConfig
+from gpu.device_process import Worker
 from gpu.devices import Nvml, budget_fraction, discover
 from gpu.hosttier import content_key
 from gpu.pool import GpuPool
-from gpu.worker import Worker
 
 GIB = 1 << 30
 results: dict[str, object] = {}

@@ -66,8 +66,8 @@ from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
 from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
-from containers.manifest import BLACKBOX, Manifest
-from invoker.supervisor import child, spawn
+from whisk.manifest import BLACKBOX, Manifest
+from whisk.supervisor import child, spawn
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ benchmark run the Docker backend with ``images=local_images(), binds=BINDS``.
 
 from __future__ import annotations
 
-from containers.manifest import Manifest
+from whisk.manifest import Manifest
 
 PYTHON_IMAGE = "localhost/ow-action-python:test"
 NODE_IMAGE = "localhost/ow-action-nodejs:test"

@@ -35,7 +35,7 @@ import struct
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from time import gmtime
 
 from containers.backend import LogLine
@@ -46,7 +46,7 @@ from containers.logfile import (
     LogWatcher,
     overall_timeout_s,
 )
-from invoker.protocol.logs import SENTINEL
+from whisk.protocol.logs import SENTINEL
 
 _HEADER = struct.Struct(">BxxxI")
 _STREAMS = {1: "stdout", 2: "stderr"}

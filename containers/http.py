@@ -29,7 +29,7 @@ CONNECT_RETRY_S = 0.05
 MAX_HEAD_BYTES = 64 * 1024
 
 
-class ProtocolError(Exception):
+class BadHttpResponse(Exception):
     """The runtime's answer is not HTTP/1.1 we can read."""
 
 
@@ -85,7 +85,7 @@ class ResponseParser:
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     if len(buf) > MAX_HEAD_BYTES:
-                        raise ProtocolError("response head too large")
+                        raise BadHttpResponse("response head too large")
                     self._buf = buf
                     return False
                 self._head(buf[:end])
@@ -111,7 +111,7 @@ class ResponseParser:
                 nl = buf.find(b"\r\n")
                 if nl < 0:
                     if len(buf) > MAX_HEAD_BYTES:
-                        raise ProtocolError("chunk line too long")
+                        raise BadHttpResponse("chunk line too long")
                     self._buf = buf
                     return False
                 line, buf = buf[:nl], buf[nl + 2 :]
@@ -119,7 +119,7 @@ class ResponseParser:
                     try:
                         size = int(line.split(b";", 1)[0].strip(), 16)
                     except ValueError:
-                        raise ProtocolError("bad chunk size") from None
+                        raise BadHttpResponse("bad chunk size") from None
                     if size == 0:
                         self._state = "trailer"
                     else:
@@ -127,12 +127,12 @@ class ResponseParser:
                         self._state = "chunk-data"
                 elif state == "chunk-end":
                     if line:
-                        raise ProtocolError("missing CRLF after chunk")
+                        raise BadHttpResponse("missing CRLF after chunk")
                     self._state = "chunk-size"
                 elif not line:  # end of trailers
                     self._state = "done"
         if self._state == "done" and buf:
-            raise ProtocolError("data after the end of the response")
+            raise BadHttpResponse("data after the end of the response")
         return self._state == "done"
 
     def feed_eof(self) -> bool:
@@ -152,11 +152,11 @@ class ResponseParser:
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ", 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+            raise BadHttpResponse(f"bad status line {lines[0][:80]!r}")
         try:
             status = int(parts[1])
         except ValueError:
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
+            raise BadHttpResponse(f"bad status line {lines[0][:80]!r}") from None
         if 100 <= status < 200:
             return  # interim answer; the real one follows
         self.status = status
@@ -170,7 +170,7 @@ class ResponseParser:
                 try:
                     length = int(value.strip())
                 except ValueError:
-                    raise ProtocolError("bad Content-Length") from None
+                    raise BadHttpResponse("bad Content-Length") from None
             elif name == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
             elif name == b"connection":
@@ -208,7 +208,7 @@ class _Connection(asyncio.Protocol):
             return
         try:
             done = parser.feed(data)
-        except ProtocolError as e:
+        except BadHttpResponse as e:
             self._fail(ContainerGone(f"unreadable answer from the runtime: {e}"))
             self.close()
             return

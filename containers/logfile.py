@@ -20,8 +20,8 @@ import struct
 from collections.abc import Callable
 
 from containers.backend import LogLine
-from invoker.protocol import json
-from invoker.protocol.logs import SENTINEL
+from whisk.protocol import json
+from whisk.protocol.logs import SENTINEL
 
 IDLE_TIMEOUT_S = 2.0
 READ_CHUNK = 256 * 1024

@@ -30,8 +30,8 @@ from containers.backend import (
     ImagePullError,
 )
 from containers.placement import How, SlotState, SlotView, WarmKey, place, used_memory
-from invoker.clock import Clock
-from invoker.supervisor import Supervisor
+from whisk.clock import Clock
+from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +336,7 @@ class ContainerPool:
         ):
             return
         slot = Slot(next(self._ids), cell.kind, cell.memory_mb, SlotState.STARTING)
-        slot.ready = asyncio.get_running_loop().create_future()
+        slot.ready = ready = asyncio.get_running_loop().create_future()
         self.slots[slot.id] = slot
         name = self._name(f"prewarm_{_clean(cell.kind)}")
 
@@ -349,8 +349,8 @@ class ContainerPool:
             except (ContainerError, ValueError) as e:
                 log.warning("prewarm %s failed: %s", name, e)
             finally:
-                if not slot.ready.done():
-                    slot.ready.set_result(None)
+                if not ready.done():
+                    ready.set_result(None)
                 self.on_change()
 
         self._spawn(boot())
@@ -392,12 +392,14 @@ class ContainerPool:
                     slot.pausing = self._spawn(self._pause(slot))
 
     async def _pause(self, slot: Slot) -> None:
+        container = slot.container
         try:
-            if slot.container is not None:
-                await slot.container.pause()
+            if container is not None:
+                await container.pause()
                 slot.paused = True
         except ContainerError as e:
-            log.warning("pausing %s failed (%s); removing it", slot.container.name, e)
+            assert container is not None
+            log.warning("pausing %s failed (%s); removing it", container.name, e)
             if self.slots.get(slot.id) is slot and slot.state is SlotState.PAUSED:
                 self.slots.pop(slot.id)
                 self._spawn(self._destroy(slot))

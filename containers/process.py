@@ -54,9 +54,9 @@ from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
-from containers.manifest import BLACKBOX
-from invoker.protocol import json
-from invoker.supervisor import spawn
+from whisk.manifest import BLACKBOX
+from whisk.protocol import json
+from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)
 

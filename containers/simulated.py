@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from containers.backend import ContainerSpec, HttpResult, LogLine
 from containers.cpu import CpuTimes
-from invoker.protocol.json import loads
+from whisk.protocol.json import loads
 
 SIM_DURATION = "__sim_duration_s"
 SIM_CPU = "__sim_cpu_s"

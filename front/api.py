@@ -27,11 +27,11 @@ from front.entities import (
     valid_name,
 )
 from front.identities import Identities
-from invoker.protocol import ProtocolError, QualifiedName, action_from_document, dumps, loads
-from invoker.protocol.json import JSONDecodeError
-from invoker.protocol.messages import Identity
-from invoker.protocol.records import StatusCode
-from invoker.store import Conflict, Store, StoreError
+from whisk.protocol import ProtocolError, QualifiedName, action_from_document, dumps, loads
+from whisk.protocol.json import JSONDecodeError
+from whisk.protocol.messages import Identity
+from whisk.protocol.records import StatusCode
+from whisk.store import Conflict, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -255,10 +255,10 @@ class Api:
             return error(409, "resource already exists", request)
         old_code = None
         if old is not None and body.get("exec") is None:
-            code = await self._code(old)
-            if code is not None:
+            stored = await self._code(old)
+            if stored is not None:
                 binary = old["exec"].get("binary", False)
-                old_code = base64.b64decode(code) if binary else code.encode()
+                old_code = base64.b64decode(stored) if binary else stored.encode()
         doc, code = new_action_document(
             ns,
             name,
@@ -418,7 +418,7 @@ class Api:
             return error(404, "The requested resource does not exist.", request)
         if annotation(doc, "web-export") not in (True, "true"):
             return error(404, "The requested resource does not exist.", request)
-        params = dict(request.query)
+        params: dict[str, Any] = dict(request.query)
         raw = await request.read()
         if len(raw) > MAX_PAYLOAD:
             return error(413, "The request content was too large.", request)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from invoker.protocol.limits import parse_byte_size
+from whisk.protocol.limits import parse_byte_size
 
 
 class Health(Enum):

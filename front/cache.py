@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from invoker.clock import Clock
+from whisk.clock import Clock
 
 
 class DocumentCache:

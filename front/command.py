@@ -1,31 +1,29 @@
 """``ow-invoker front``: the controller-compatible front alone, over Kafka and CouchDB, for
-deployments with separate invokers (``ow-invoker run --id N``)."""
+deployments with separate invokers (``ow-invoker run --id N``). Its settings are
+:class:`front.config.FrontConfig`'s: the invokers' names for the bus and store, none of
+their own (``--policy`` and the like are refused)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 
-from invoker import config as configuration
-from invoker import logs
+from front import config as configuration
+from whisk import logs
 
 HELP = "run the controller-compatible REST front over Kafka and CouchDB (invokers separate)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from front.server import add_front_arguments
-
-    add_front_arguments(parser)
-    parser.add_argument("--controller-id", default="0", help="controller instance (completed<C>)")
     configuration.add_arguments(parser)
 
 
-async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> None:
+async def serve(cfg: configuration.FrontConfig) -> None:
     from front.server import front_options, start_front
-    from invoker.bus.kafka import KafkaBus
-    from invoker.clock import SystemClock
-    from invoker.commands.run import NodeFailed, wait_for_signal_or
-    from invoker.store.couch import CouchStore
+    from whisk.bus.kafka import KafkaBus
+    from whisk.clock import SystemClock
+    from whisk.lifecycle import NodeFailed, wait_for_signal_or
+    from whisk.store.couch import CouchStore
 
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
@@ -38,8 +36,8 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
         whisks_db=cfg.whisks_db,
         activations_db=cfg.activations_db,
         topic_prefix=cfg.topic_prefix,
-        controller_id=args.controller_id,
-        **front_options(args),
+        controller_id=cfg.controller_id,
+        **front_options(cfg),
     )
     print(f"OpenWhisk API front at {front.url}", flush=True)
     try:
@@ -54,10 +52,10 @@ async def serve(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> N
 def main(args: argparse.Namespace) -> int:
     cfg = configuration.load(args)
     logs.setup(cfg.log_level)
-    from invoker.commands.run import EXIT_FAILED, NodeFailed
+    from whisk.lifecycle import EXIT_FAILED, NodeFailed
 
     try:
-        asyncio.run(serve(args, cfg))
+        asyncio.run(serve(cfg))
     except NodeFailed:
         return EXIT_FAILED
     return 0

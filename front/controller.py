@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from front.balancer import Balancer, Result
-from invoker.bus import Bus, Consumer, Record
-from invoker.clock import Clock
-from invoker.metrics import FrontMetrics
-from invoker.protocol import ProtocolError, QualifiedName, dumps
-from invoker.protocol.controller import action_document, activation_message
-from invoker.protocol.errors import INTERNAL
-from invoker.protocol.messages import Identity, parse_ack, parse_ping
-from invoker.store import Store, StoreError
-from invoker.supervisor import Supervisor
+from front.metrics import FrontMetrics
+from whisk.bus import Bus, Consumer, Record
+from whisk.clock import Clock
+from whisk.protocol import ProtocolError, QualifiedName, dumps
+from whisk.protocol.controller import action_document, activation_message
+from whisk.protocol.errors import INTERNAL
+from whisk.protocol.messages import Identity, parse_ack, parse_ping
+from whisk.store import Store, StoreError
+from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Translating between the REST API's JSON and the documents stored in the database.
 
-Documents keep the stock controller's exact format (``invoker.protocol.controller``), so a
+Documents keep the stock controller's exact format (``whisk.protocol.controller``), so a
 stock controller and our invoker read each other's documents.
 """
 
@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from invoker.protocol.actions import resolve_kind, valid_image
-from invoker.protocol.controller import action_document
-from invoker.protocol.records import StatusCode
+from whisk.protocol.actions import resolve_kind, valid_image
+from whisk.protocol.controller import action_document
+from whisk.protocol.records import StatusCode
 
 NAME_RE = re.compile(r"[A-Za-z0-9_@.\- ]{1,256}")
 MAX_CODE_BYTES = 48 * 1024 * 1024
@@ -130,7 +130,7 @@ def new_action_document(
         image = exec_.get("image")
         if kind == "blackbox" and not isinstance(image, str):
             raise BadRequest("The request content was malformed: blackbox needs exec.image.")
-        if kind == "blackbox" and not valid_image(image):
+        if kind == "blackbox" and isinstance(image, str) and not valid_image(image):
             raise BadRequest(
                 f"The request content was malformed: image name {image[:128]!r} is not valid."
             )
@@ -146,6 +146,7 @@ def new_action_document(
             raise BadRequest("The request content was malformed: exec.code is required.")
         main = exec_.get("main")
     else:
+        assert old is not None  # refused above: no exec and nothing to update
         old_exec = old["exec"]
         kind, image, binary, main = (
             old_exec["kind"],

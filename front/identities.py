@@ -11,8 +11,8 @@ import base64
 import hmac
 from dataclasses import dataclass
 
-from invoker.protocol.controller import GUEST, GUEST_KEY, GUEST_UUID
-from invoker.protocol.messages import Identity
+from whisk.protocol.controller import GUEST, GUEST_KEY, GUEST_UUID
+from whisk.protocol.messages import Identity
 
 SYSTEM_UUID = "789c46b1-71f6-4ed5-8c54-816aa4f8c502"
 SYSTEM_KEY = "abczO3xZCLrMN6v2BKK1dXYFpXlPkccOFqm12CdAsMgRU4VrNZ9lyGVCGuMDGIwP"

@@ -5,64 +5,44 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
-from containers.manifest import Manifest
 from front.api import Api
+from front.config import HTTP_FIELDS, SETTINGS, FrontConfig
 from front.controller import Controller
 from front.entities import Limits
 from front.identities import SYSTEM, Identities
-from invoker.bus import Bus
-from invoker.clock import Clock
-from invoker.store import Store
+from whisk.bus import Bus
+from whisk.clock import Clock
+from whisk.manifest import Manifest
+from whisk.store import Store
 
 log = logging.getLogger(__name__)
 
 
 def add_front_arguments(parser: argparse.ArgumentParser) -> None:
-    """The API's own flags, shared by ``standalone`` and ``front``."""
-    parser.add_argument("--host", default="127.0.0.1", help="API listen address")
-    parser.add_argument("--port", type=int, default=3233, help="API port (0: any free port)")
-    parser.add_argument(
-        "--auth",
-        action="append",
-        default=[],
-        help="NAMESPACE=UUID:KEY identity (repeatable; default: the stock guest keys)",
-    )
-    parser.add_argument(
-        "--max-timeout-ms", type=int, default=600_000, help="largest action timeout the API accepts"
-    )
-    parser.add_argument(
-        "--max-memory-mb", type=int, default=2048, help="largest action memory the API accepts"
-    )
-    parser.add_argument(
-        "--max-concurrency",
-        type=int,
-        default=1,
-        help="largest action limits.concurrency the API accepts (stock default 1; e.g. 200 "
-        "for wskdebug)",
-    )
-    parser.add_argument(
-        "--blocking-wait-s",
-        type=float,
-        default=60.0,
-        help="how long a blocking invoke waits before answering 202",
-    )
+    """The API's own flags (:data:`front.config.HTTP_FIELDS`), for a parser of its own."""
+    skip = [k for k in SETTINGS.keys if k not in HTTP_FIELDS]
+    SETTINGS.add_arguments(parser, skip=skip, config_file=False)
 
 
-def front_options(args: argparse.Namespace) -> dict[str, object]:
-    """``start_front`` keyword arguments from those flags."""
+def front_options(cfg: FrontConfig | argparse.Namespace) -> dict[str, Any]:
+    """``start_front`` keyword arguments from the API options (of a Namespace: its flags
+    alone, the defaults filling the rest)."""
+    if isinstance(cfg, argparse.Namespace):
+        cfg = SETTINGS.load(cfg, environ={})
     return {
-        "host": args.host,
-        "port": args.port,
-        "identities": Identities.parse(args.auth),
+        "host": cfg.host,
+        "port": cfg.port,
+        "identities": Identities.parse(list(cfg.auth)),
         "limits": Limits(
-            max_timeout_ms=args.max_timeout_ms,
-            max_memory_mb=args.max_memory_mb,
-            max_concurrency=args.max_concurrency,
+            max_timeout_ms=cfg.max_timeout_ms,
+            max_memory_mb=cfg.max_memory_mb,
+            max_concurrency=cfg.max_concurrency,
         ),
-        "blocking_wait_s": args.blocking_wait_s,
+        "blocking_wait_s": cfg.blocking_wait_s,
     }
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatling.scenario import Call, Timing, read_scenario, write_timings
-from invoker.argtypes import input_file, positive_float
+from whisk.argtypes import input_file, positive_float
+from whisk.client import OpenWhisk
 
 HELP = "replay a scenario file open-loop against an OpenWhisk API and write per-request timings"
 
@@ -60,14 +61,14 @@ def _nearest_rank(sorted_values: list[float], q: float) -> float:
 
 async def replay(
     calls: Sequence[Call],
-    ow: object,
+    ow: OpenWhisk,
     *,
     web: bool = False,
     result: bool = False,
     poll_accepted: bool = True,
     on_done: Callable[[Timing], None] | None = None,
 ) -> ReplayResult:
-    """Send every call at its scheduled time through ``ow`` (an ``owclient.OpenWhisk``).
+    """Send every call at its scheduled time through ``ow``.
 
     A ``202 Accepted`` (stock OpenWhisk answers so when a blocking invoke runs past its wait
     limit) is followed by polling the activation record; the request's done time is then the
@@ -119,7 +120,7 @@ async def replay(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sebs_wrappers.owclient import default_apihost, default_auth
+    from whisk.client import default_apihost, default_auth
 
     parser.add_argument(
         "scenario", type=input_file, help="scenario file (JSON Lines: seq, t, action, params)"
@@ -145,7 +146,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from sebs_wrappers.owclient import OpenWhisk
 
     calls = read_scenario(args.scenario)
 

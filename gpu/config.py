@@ -1,11 +1,12 @@
-"""GPU pool configuration: one frozen, self-checking dataclass and its command-line flags."""
+"""GPU pool configuration: one frozen, self-checking dataclass, read by the invoker and by
+``ow-invoker gpu-pool`` through :mod:`whisk.settings` (flags, environment, TOML)."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from gpu.policies import DEFAULT_AFFINITY_PENALTY, DEFAULT_O3_LIMIT, POLICIES
+from whisk.settings import parse_memory_mb, setting
 
 
 def parse_device_spec(spec: str) -> tuple[str, int | None]:
@@ -24,20 +25,42 @@ def parse_device_spec(spec: str) -> tuple[str, int | None]:
 
 @dataclass(frozen=True)
 class GpuConfig:
-    devices: str = "auto"  # auto: NVML GPUs if any, else ``virtual_count`` virtual devices
-    memory_mb: int = 1024  # capacity of each virtual device
-    virtual_count: int = 2  # virtual devices when ``auto`` finds no GPU
-    memory_fraction: float = 0.8  # share of a real GPU's memory given to resident models
-    policy: str = "lalbo3"
-    o3_limit: int = DEFAULT_O3_LIMIT
-    affinity_penalty: float = DEFAULT_AFFINITY_PENALTY
-    fair_share_by: str = "function"  # CFS-Affinity client: "function" or "namespace"
-    host_memory_mb: int = 8192  # host tier (pinned where a GPU exists) bound
-    address: str | None = None  # unix:/path or tcp:127.0.0.1:PORT; None: a private socket
-    worker_threads: int = 1  # torch intra-op threads per virtual device worker
-    max_payload_mb: int = 256  # largest input/output tensor or model file over the socket
-    max_retries: int = 1  # re-runs of a request whose device worker died
-    state_dir: str | None = None  # host tier files; None: /dev/shm when present
+    """The GPU pool's settings: the one place they and their defaults are defined. The
+    invoker reads them as ``--gpu-<field>`` / ``OW_INVOKER_GPU_<FIELD>`` (``gpu: GpuConfig``
+    in :class:`invoker.config.InvokerConfig`), ``ow-invoker gpu-pool`` as ``--gpu-<field>``."""
+
+    devices: str = setting(
+        "auto", help="GPU devices: auto (NVML GPUs, else virtual ones), nvml, or virtual:N"
+    )
+    memory_mb: int = setting(1024, convert=parse_memory_mb, help="capacity of each virtual device")
+    virtual_count: int = setting(2, help="virtual devices when auto finds no GPU")
+    memory_fraction: float = setting(
+        0.8, help="share of a real GPU's memory given to resident models"
+    )
+    policy: str = setting("lalbo3", choices=POLICIES, help="GPU scheduler")
+    o3_limit: int = setting(DEFAULT_O3_LIMIT, help="LALB+O3 skip limit (0: LALB)")
+    affinity_penalty: float = setting(
+        DEFAULT_AFFINITY_PENALTY, help="CFS-Affinity off-affinity penalty factor"
+    )
+    fair_share_by: str = setting(
+        "function", choices=("function", "namespace"), help="CFS-Affinity client"
+    )
+    host_memory_mb: int = setting(
+        8192, convert=parse_memory_mb, help="host tier size (pinned where a GPU exists)"
+    )
+    address: str | None = setting(
+        None, help="pool address: unix:/path or tcp:127.0.0.1:PORT (unset: a private socket)"
+    )
+    worker_threads: int = setting(1, help="torch intra-op threads per virtual device worker")
+    max_payload_mb: int = setting(
+        256,
+        convert=parse_memory_mb,
+        help="largest input/output tensor or model file over the socket",
+    )
+    max_retries: int = setting(1, help="re-runs of a request whose device worker died")
+    state_dir: str | None = setting(
+        None, help="where host tier files live (unset: /dev/shm when present)"
+    )
 
     def __post_init__(self) -> None:
         parse_device_spec(self.devices)
@@ -51,34 +74,3 @@ class GpuConfig:
             raise ValueError("o3_limit and max_retries must be >= 0, worker_threads >= 1")
         if self.fair_share_by not in ("function", "namespace"):
             raise ValueError("fair_share_by must be 'function' or 'namespace'")
-
-
-def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("GPU pool")
-    g.add_argument(
-        "--gpu-devices",
-        default="auto",
-        help="auto (NVML GPUs, else virtual), nvml, or virtual:N (CPU-backed devices)",
-    )
-    g.add_argument("--gpu-memory-mb", type=int, default=1024, help="per virtual device")
-    g.add_argument("--gpu-policy", choices=POLICIES, default="lalbo3")
-    g.add_argument("--gpu-o3-limit", type=int, default=DEFAULT_O3_LIMIT)
-    g.add_argument("--gpu-affinity-penalty", type=float, default=DEFAULT_AFFINITY_PENALTY)
-    g.add_argument("--gpu-fair-share-by", choices=["function", "namespace"], default="function")
-    g.add_argument("--gpu-host-memory-mb", type=int, default=8192, help="host tier size")
-    g.add_argument("--gpu-address", default=None, help="unix:/path or tcp:127.0.0.1:PORT")
-    g.add_argument("--gpu-worker-threads", type=int, default=1)
-
-
-def config_from_args(args: argparse.Namespace) -> GpuConfig:
-    return GpuConfig(
-        devices=args.gpu_devices,
-        memory_mb=args.gpu_memory_mb,
-        policy=args.gpu_policy,
-        o3_limit=args.gpu_o3_limit,
-        affinity_penalty=args.gpu_affinity_penalty,
-        fair_share_by=args.gpu_fair_share_by,
-        host_memory_mb=args.gpu_host_memory_mb,
-        address=args.gpu_address,
-        worker_threads=args.gpu_worker_threads,
-    )

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from gpu.scheduler import Dispatch, GpuScheduler, Request
 from gpu.stats import PoolStats
-from invoker.clock import Clock
-from invoker.supervisor import spawn
+from whisk.clock import Clock
+from whisk.supervisor import spawn
 
 
 class WorkerCrashed(RuntimeError):

@@ -9,7 +9,7 @@ from gpu.cfs import CFSAffinityScheduler
 from gpu.estimates import Estimator
 from gpu.exclusive import ExclusiveScheduler
 from gpu.scheduler import DeviceSlot, GpuScheduler, LALBScheduler, LBScheduler
-from invoker.clock import Clock
+from whisk.clock import Clock
 
 POLICIES = ("lb", "lalb", "lalbo3", "cfs-affinity", "exclusive")
 DEFAULT_O3_LIMIT = 25  # the LALB paper's default skip limit

@@ -14,6 +14,7 @@ Prometheus metrics and the socket server that actions reach through ``__OW_GPU_P
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import statistics
@@ -24,7 +25,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from gpu.cache import CacheView
 from gpu.config import GpuConfig
+from gpu.device_workers import DeviceWorkers, UnknownModel, WorkerProcess
 from gpu.devices import DeviceSpec, Nvml, discover
 from gpu.dispatcher import Dispatcher, InferenceResult, JobResult, WorkerCrashed
 from gpu.estimates import DeviceTypePrior, Estimator
@@ -35,12 +38,16 @@ from gpu.protocol import parse_address
 from gpu.scheduler import DeviceSlot, Dispatch, GpuScheduler, Request
 from gpu.server import PoolServer
 from gpu.stats import PoolStats
-from gpu.workers import ProcessBackend, UnknownModel, WorkerProcess
-from invoker.clock import Clock, SystemClock
+from whisk.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "__OW_GPU_POOL"
+
+
+def _used(cache: CacheView, device: int) -> float:
+    """Bytes of models resident on one device, for its gauge."""
+    return float(cache.devices[device].used)
 
 
 class GpuPool:
@@ -62,7 +69,7 @@ class GpuPool:
         self._dir: Path | None = None
         self._nvml: Nvml | None = None
         self.loader: WorkerProcess | None = None
-        self.backend: ProcessBackend | None = None
+        self.backend: DeviceWorkers | None = None
         self.host: HostTier
         self.scheduler: GpuScheduler
         self.dispatcher: Dispatcher
@@ -104,7 +111,7 @@ class GpuPool:
             check_size=cache.check_fits,
             on_evict=self._host_evicted,
         )
-        self.backend = ProcessBackend(
+        self.backend = DeviceWorkers(
             self.devices,
             self.host,
             threads=cfg.worker_threads,
@@ -129,7 +136,7 @@ class GpuPool:
             self.metrics.bind(
                 lambda: float(self.scheduler.pending),
                 lambda: float(len(cache.holders(self._most_popular()))),
-                [lambda i=i: float(cache.devices[i].used) for i in range(len(self.devices))],
+                [functools.partial(_used, cache, i) for i in range(len(self.devices))],
                 [self._nvml_util(d) for d in self.devices if d.kind == "cuda"],
             )
         self.dispatcher = Dispatcher(
@@ -198,6 +205,17 @@ class GpuPool:
         return str(target) if kind == "unix" else None
 
     # -- operations (the server calls these; tests and benchmarks may too) ---------------
+
+    @property
+    def policy(self) -> str:
+        return self.config.policy
+
+    @property
+    def device_count(self) -> int:
+        return len(self.devices)
+
+    def lookup(self, key: str) -> HostModel | None:
+        return self.host.get(key)
 
     async def register(self, key: str, data: bytes) -> HostModel:
         return await self.host.register(key, data)

@@ -20,22 +20,22 @@ _HDR = struct.Struct(">I")
 _PAY = struct.Struct(">Q")
 
 
-class ProtocolError(RuntimeError):
+class FrameError(RuntimeError):
     """The peer sent a malformed or oversized frame."""
 
 
 def encode(header: dict[str, Any], payload: bytes | memoryview = b"") -> list[bytes | memoryview]:
     h = json.dumps(header, separators=(",", ":")).encode()
     if len(h) > MAX_HEADER:
-        raise ProtocolError(f"header of {len(h)} bytes exceeds {MAX_HEADER}")
+        raise FrameError(f"header of {len(h)} bytes exceeds {MAX_HEADER}")
     return [_HDR.pack(len(h)), h, _PAY.pack(len(payload)), payload]
 
 
 def _check(hlen: int, plen: int | None, max_payload: int) -> None:
     if hlen > MAX_HEADER:
-        raise ProtocolError(f"header of {hlen} bytes exceeds {MAX_HEADER}")
+        raise FrameError(f"header of {hlen} bytes exceeds {MAX_HEADER}")
     if plen is not None and plen > max_payload:
-        raise ProtocolError(f"payload of {plen} bytes exceeds the limit of {max_payload}")
+        raise FrameError(f"payload of {plen} bytes exceeds the limit of {max_payload}")
 
 
 async def read_frame(

@@ -19,7 +19,7 @@ from sortedcontainers import SortedDict, SortedList
 
 from gpu.cache import CacheView, victims_age
 from gpu.estimates import Estimator
-from invoker.clock import Clock
+from whisk.clock import Clock
 
 
 @dataclass(eq=False)

@@ -15,18 +15,42 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from gpu.protocol import ProtocolError, parse_address, read_frame, write_frame
-
-if TYPE_CHECKING:
-    from gpu.pool import GpuPool
+from gpu.dispatcher import InferenceResult
+from gpu.hosttier import HostModel
+from gpu.protocol import FrameError, parse_address, read_frame, write_frame
 
 log = logging.getLogger(__name__)
 
 
+class ServedPool(Protocol):
+    """What the server needs of the pool; ``gpu.pool.GpuPool`` is the one implementation.
+
+    Declared here, not imported, so the server does not depend on the pool that owns it.
+    """
+
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def device_count(self) -> int: ...
+
+    def lookup(self, key: str) -> HostModel | None:
+        """The host tier's entry for ``key``, or None if its bytes must be sent."""
+        ...
+
+    async def register(self, key: str, data: bytes) -> HostModel: ...
+
+    async def infer(
+        self, key: str, payload: bytes, *, batch: int, function: str, namespace: str
+    ) -> InferenceResult: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
 class PoolServer:
-    def __init__(self, pool: GpuPool, address: str, max_payload: int) -> None:
+    def __init__(self, pool: ServedPool, address: str, max_payload: int) -> None:
         self.pool = pool
         self.address = address
         self.max_payload = max_payload
@@ -42,7 +66,8 @@ class PoolServer:
             self._server = await asyncio.start_unix_server(self._serve, path=target)
             os.chmod(target, 0o660)
         else:
-            host, port = target  # type: ignore[misc]
+            assert not isinstance(target, str)
+            host, port = target
             self._server = await asyncio.start_server(self._serve, host, port)
             port = self._server.sockets[0].getsockname()[1]
             self.address = f"tcp:{host}:{port}"
@@ -72,8 +97,8 @@ class PoolServer:
                     h, payload = await read_frame(reader, self.max_payload)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                except ProtocolError as e:
-                    await write_frame(writer, {"error": "ProtocolError", "message": str(e)})
+                except FrameError as e:
+                    await write_frame(writer, {"error": "FrameError", "message": str(e)})
                     return
                 reply, body = await self._handle(h, payload)
                 await write_frame(writer, reply, body)
@@ -88,9 +113,9 @@ class PoolServer:
         pool = self.pool
         try:
             if op == "hello":
-                return {"ok": True, "policy": pool.config.policy, "devices": len(pool.devices)}, b""
+                return {"ok": True, "policy": pool.policy, "devices": pool.device_count}, b""
             if op == "lookup":
-                m = pool.host.get(str(h["key"]))
+                m = pool.lookup(str(h["key"]))
                 return {"known": m is not None, "size": m.size if m else 0}, b""
             if op == "register":
                 m = await pool.register(str(h["key"]), payload)

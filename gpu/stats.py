@@ -6,11 +6,11 @@ prints and those the live benchmark prints mean the same thing.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from gpu.scheduler import Dispatch, Request
-from invoker.summary import percentile
+from whisk.summary import percentile
 
 
 @dataclass
@@ -38,7 +38,7 @@ class PoolStats:
     waits: list[float] = field(default_factory=list)
     busy_s: list[float] = field(default_factory=list)
     infer_s: list[float] = field(default_factory=list)
-    client_gpu_s: Counter = field(default_factory=Counter)
+    client_gpu_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     client_done: Counter = field(default_factory=Counter)
     requests_per_model: Counter = field(default_factory=Counter)
     _residency: dict[str, _Residency] = field(default_factory=dict)

@@ -12,8 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
-from invoker.bus import MessageTooLarge, Producer
-from invoker.protocol import combined_ack, completion_ack, dumps, result_ack
+from whisk.bus import MessageTooLarge, Producer
+from whisk.protocol import combined_ack, completion_ack, dumps, result_ack
 
 log = logging.getLogger(__name__)
 

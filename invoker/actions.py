@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from invoker.protocol import ProtocolError, action_from_document
-from invoker.protocol.actions import Action
-from invoker.protocol.records import StatusCode
-from invoker.protocol.runtime import ACTION_NOT_COMPATIBLE, ACTION_NOT_FETCHED, ACTION_NOT_FOUND
-from invoker.store import Store, StoreError
+from whisk.protocol import ProtocolError, action_from_document
+from whisk.protocol.actions import Action
+from whisk.protocol.records import StatusCode
+from whisk.protocol.runtime import ACTION_NOT_COMPATIBLE, ACTION_NOT_FETCHED, ACTION_NOT_FOUND
+from whisk.store import Store, StoreError
 
 
 class FetchError(Exception):
@@ -88,10 +88,10 @@ class ActionFetcher:
                 action = action.with_attachment(data)
             except ProtocolError as e:
                 raise FetchError(StatusCode.WHISK_ERROR, ACTION_NOT_COMPATIBLE, e.reason) from e
-        for key in {(docid, action.revision), (docid, revision)}:
-            if key[1] is not None:
-                self._cache[key] = action
-                self._cache.move_to_end(key)
+        for rev in {action.revision, revision}:
+            if rev is not None:
+                self._cache[docid, rev] = action
+                self._cache.move_to_end((docid, rev))
         while len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
         return action

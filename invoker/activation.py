@@ -24,9 +24,10 @@ from containers.backend import (
 from containers.cpu import CpuTimes
 from containers.pool import ContainerPool, Lease
 from invoker.acks import AckSender
-from invoker.clock import Clock
 from invoker.metrics import InvokerMetrics
-from invoker.protocol import (
+from invoker.records import RecordWriter
+from whisk.clock import Clock
+from whisk.protocol import (
     Action,
     ActivationMessage,
     ActivationResponse,
@@ -38,8 +39,8 @@ from invoker.protocol import (
     fallback_record,
     parse_activation,
 )
-from invoker.protocol.logs import LogCollector, iso_time
-from invoker.protocol.runtime import (
+from whisk.protocol.logs import LogCollector, iso_time
+from whisk.protocol.runtime import (
     INIT_EXITED,
     MEMORY_EXHAUSTED,
     PROVISION_FAILED,
@@ -50,8 +51,7 @@ from invoker.protocol.runtime import (
     run_body,
     timeout_message,
 )
-from invoker.records import RecordWriter
-from invoker.supervisor import spawn
+from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)
 MIB = 1024 * 1024
@@ -143,11 +143,11 @@ class ActivationRunner:
         except (ContainerError, ValueError) as e:
             log.error("activation %s: no container: %s", msg.activation_id, e)
             if isinstance(e, ContainerError) and not isinstance(e, ImagePullError):
-                response = ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
+                unrun = ActivationResponse.error(StatusCode.WHISK_ERROR, PROVISION_FAILED)
             else:  # a missing image or a kind this backend cannot run: the action's problem
-                response = ActivationResponse.error(StatusCode.DEVELOPER_ERROR, str(e))
-            await self.answer_unrun(job, response)
-            return Outcome(response, None, healthy=False)
+                unrun = ActivationResponse.error(StatusCode.DEVELOPER_ERROR, str(e))
+            await self.answer_unrun(job, unrun)
+            return Outcome(unrun, None, healthy=False)
         self.metrics.wait.observe(max(0.0, self.clock.now() - job.received))
         wait_ms = self.clock.epoch_ms() - int(msg.transaction_start_ms)
         slot = lease.slot
@@ -219,6 +219,7 @@ class ActivationRunner:
                 cpu_wait_s = min(run_s, max(0.0, cpu_after.waited - cpu_before.waited))
                 self.metrics.cpu.observe(cpu_s)
         end_ms = self.clock.epoch_ms()
+        assert response is not None  # an /init error, or what /run answered (never None)
         record = activation_record(
             msg,
             action,

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from containers.factory import make_backend
-from containers.manifest import Manifest
-from invoker.bus import Bus
-from invoker.clock import Clock
 from invoker.config import InvokerConfig
 from invoker.metrics import InvokerMetrics
 from invoker.service import Invoker
-from invoker.store import Store
+from whisk.bus import Bus
+from whisk.clock import Clock
+from whisk.manifest import Manifest
+from whisk.store import Store
 
 
 def build_invoker(
     cfg: InvokerConfig, *, bus: Bus, store: Store, clock: Clock, manifest: Manifest | None = None
 ) -> Invoker:
     """The container backend named by ``cfg.backend``, the runtime manifest (stock file when
-    configured), and the GPU pool when ``cfg.gpu_devices`` is set."""
+    configured), and the GPU pool when ``cfg.gpu`` is set (``--gpu-devices``)."""
     if manifest is None:
         manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
     if cfg.runtime_images:
@@ -33,8 +33,8 @@ def build_invoker(
     )
     metrics = InvokerMetrics()
     gpu_pool = None
-    if cfg.gpu_devices:
-        from gpu.integration import make_gpu_pool
+    if cfg.gpu is not None:
+        from invoker.gpu import make_gpu_pool
 
         gpu_pool = make_gpu_pool(cfg, metrics.registry)
     return Invoker(

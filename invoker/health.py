@@ -19,7 +19,7 @@ long queues of an overloaded node.
 
 from __future__ import annotations
 
-from invoker.clock import Clock
+from whisk.clock import Clock
 
 EXPIRY_GRACE_S = 60.0
 OUTAGE = frozenset({"tasks", "containers"})  # conditions under which calls cannot run

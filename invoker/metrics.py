@@ -8,7 +8,7 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from invoker.protocol.errors import KINDS
+from whisk.metrics import counter_by_error_kind
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -31,30 +31,6 @@ _LATENCY_BUCKETS = (
 )
 
 
-def _by_kind(name: str, doc: str, registry: CollectorRegistry) -> Counter:
-    """A counter of unreadable input by kind, every kind shown from the start (at 0)."""
-    counter = Counter(name, doc, ["kind"], registry=registry)
-    for kind in KINDS:
-        counter.labels(kind)
-    return counter
-
-
-class FrontMetrics:
-    """The front's own counters: acks and pings its consumers had to skip."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        self.bad_acks = _by_kind(
-            "front_bad_acks", "Acks on completed<C> that could not be read, skipped", self.registry
-        )
-        self.bad_pings = _by_kind(
-            "front_bad_pings", "Pings on health that could not be read, skipped", self.registry
-        )
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
 class InvokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -71,7 +47,7 @@ class InvokerMetrics:
         self.bad_messages = Counter(
             "invoker_bad_messages", "Messages that could not be parsed", registry=r
         )
-        self.bad_message_kinds = _by_kind(
+        self.bad_message_kinds = counter_by_error_kind(
             "invoker_bad_message_kinds",
             "Messages on invoker<N> that could not be parsed or admitted, by what was wrong "
             "(answered with a whisk error when their activation id could be read; never "

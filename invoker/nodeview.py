@@ -8,20 +8,37 @@ from __future__ import annotations
 import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
 from containers.placement import SlotState
-from invoker.protocol import ProtocolError, parse_activation
+from whisk.protocol import ProtocolError, parse_activation
 
 if TYPE_CHECKING:
+    from containers.pool import ContainerPool
     from invoker.activation import Job
-    from invoker.protocol import ActivationMessage
-    from invoker.scheduler import Call
-    from invoker.service import Invoker
+    from invoker.config import InvokerConfig
+    from invoker.metrics import InvokerMetrics
+    from invoker.scheduler import Call, NodeScheduler
+    from whisk.clock import Clock
+    from whisk.protocol import ActivationMessage
 
 STATES = tuple(s.value for s in SlotState)
+
+
+class Invoker(Protocol):
+    """What this module reads of an :class:`invoker.service.Invoker` (which imports it)."""
+
+    config: InvokerConfig
+    clock: Clock
+    metrics: InvokerMetrics
+    pool: ContainerPool
+    scheduler: NodeScheduler[Job]
+    gpu_calls: NodeScheduler[Job]
+    pending: int
+
+    def running_calls(self) -> list[Call[Job]]: ...
 
 
 def _message(job: Job) -> ActivationMessage | None:

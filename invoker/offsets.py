@@ -12,6 +12,10 @@ import heapq
 
 class OffsetTracker:
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (after a partition reassignment the broker's offsets rule)."""
         self._in_flight: dict[int, list[int]] = {}  # partition -> heap of offsets
         self._done: dict[int, set[int]] = {}  # finished offsets still above the heap's head
         self._next: dict[int, int] = {}  # partition -> one past the highest offset seen
@@ -45,7 +49,3 @@ class OffsetTracker:
     def committed(self, positions: dict[int, int]) -> None:
         for p, o in positions.items():
             self._committed[p] = max(self._committed.get(p, -1), o)
-
-    def reset(self) -> None:
-        """Forget everything (after a partition reassignment the broker's offsets rule)."""
-        self.__init__()

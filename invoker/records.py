@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from invoker.clock import Clock
-from invoker.protocol.json import dumps, loads
-from invoker.store import Store, StoreError, StoreUnavailable
-from invoker.supervisor import Supervisor
+from whisk.clock import Clock
+from whisk.protocol.json import dumps, loads
+from whisk.store import Store, StoreError, StoreUnavailable
+from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -319,6 +319,15 @@ class NodeScheduler(Generic[T]):
         plan = self._plan()
         return plan[0][0][3] if plan else None
 
+    def _head(self) -> Call[T] | None:
+        """The first call of the queue in policy order (whether or not it can start)."""
+        light, heavy = self._light, self._heavy
+        if self._stale:
+            self._drop_stale(light)
+            self._drop_stale(heavy)
+        tops = [h[0] for h in (light, heavy) if h]
+        return min(tops)[3] if tops else None
+
     def joining(self) -> Shared | None:
         """The running container the call :meth:`peek` names would join, or None if it
         would start a container of its own."""

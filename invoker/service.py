@@ -18,23 +18,26 @@ from typing import Any
 
 from containers import cpu
 from containers.backend import ContainerBackend, ContainerError
-from containers.manifest import BLACKBOX, Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
-from gpu.integration import is_gpu_action
 from invoker import nodeview
 from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Job
 from invoker.activation import Outcome as ActivationOutcome
-from invoker.bus import Bus, Consumer, Producer, Record
-from invoker.bus.kafka import INVOKER_TOPIC_CONFIG
-from invoker.clock import Clock
 from invoker.config import InvokerConfig
+from invoker.gpu import GpuPoolHandle, is_gpu_action
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
-from invoker.protocol import (
+from invoker.records import RecordWriter
+from invoker.scheduler import Call, NodeScheduler
+from policies import FIFO, OPENWHISK, FunctionStats, get_policy
+from whisk.bus import Bus, Consumer, Producer, Record
+from whisk.bus.kafka import INVOKER_TOPIC_CONFIG
+from whisk.clock import Clock
+from whisk.manifest import BLACKBOX, Manifest
+from whisk.protocol import (
     Action,
     ActivationMessage,
     ActivationResponse,
@@ -45,14 +48,11 @@ from invoker.protocol import (
     parse_activation,
     ping_message,
 )
-from invoker.protocol.errors import INTERNAL
-from invoker.protocol.limits import check_user_limits, payload_limit
-from invoker.protocol.runtime import unsupported_encryption
-from invoker.records import RecordWriter
-from invoker.scheduler import Call, NodeScheduler
-from invoker.store import Store, StoreError
-from invoker.supervisor import Supervisor
-from policies import FIFO, OPENWHISK, FunctionStats, get_policy
+from whisk.protocol.errors import INTERNAL
+from whisk.protocol.limits import check_user_limits, payload_limit
+from whisk.protocol.runtime import unsupported_encryption
+from whisk.store import Store, StoreError
+from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 # Runtime families whose containers serve overlapping /run calls (__OW_ALLOW_CONCURRENT).
@@ -81,7 +81,7 @@ class Invoker:
         clock: Clock,
         manifest: Manifest | None = None,
         metrics: InvokerMetrics | None = None,
-        gpu_pool: Any = None,
+        gpu_pool: GpuPoolHandle | None = None,
     ) -> None:
         self.config = config
         self.bus = bus

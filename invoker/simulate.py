@@ -1,7 +1,7 @@
 """``ow-invoker simulate``: the real invoker on a virtual clock.
 
 The simulator runs the production :class:`~invoker.service.Invoker` — feed, node scheduler,
-policies, container pool, activation runner — on a :class:`~invoker.clock.VirtualTimeLoop`,
+policies, container pool, activation runner — on a :class:`~whisk.clock.VirtualTimeLoop`,
 with an in-process bus, an in-memory store and the simulated container backend. A small
 controller publishes the trace's calls at their arrival times and measures each response
 time from the ack that carries the result. No scheduling logic is reimplemented here.
@@ -19,16 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
-from invoker.argtypes import nonnegative_float, positive_float, positive_int
-from invoker.bus.memory import MemoryBus
-from invoker.clock import LoopClock, VirtualTimeLoop
 from invoker.config import InvokerConfig
-from invoker.protocol import QualifiedName, dumps, loads
-from invoker.protocol.controller import action_document, activation_message
 from invoker.service import Invoker
-from invoker.store.embedded import EmbeddedStore
-from invoker.summary import Outcome, summarize
-from invoker.supervisor import child
 from invoker.workloads import (
     SEBS_CPU_SHARE,
     TraceCall,
@@ -37,6 +29,14 @@ from invoker.workloads import (
     uniform_workload,
 )
 from policies import POLICY_NAMES
+from whisk.argtypes import nonnegative_float, positive_float, positive_int
+from whisk.bus.memory import MemoryBus
+from whisk.clock import LoopClock, VirtualTimeLoop
+from whisk.protocol import QualifiedName, dumps, loads
+from whisk.protocol.controller import action_document, activation_message
+from whisk.store.embedded import EmbeddedStore
+from whisk.summary import Outcome, summarize
+from whisk.supervisor import child
 
 HELP = "simulate the node scheduler and policies on a trace, with a virtual clock"
 NAMESPACE = "guest"

@@ -5,7 +5,8 @@
 #
 # Services (Kafka, the CouchDB-API server, Podman) are started by the pytest session fixtures
 # (tests/conftest.py) on the tests' own ports, not here, so plain `pytest` gets them too.
-# Exit status: non-zero when the install, ruff check, ruff format --check or pytest fails.
+# Exit status: non-zero when the install, ruff check, ruff format --check, mypy, lint-imports
+# or pytest fails.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,10 @@ step "ruff check"
 "$VENV/bin/ruff" check . || rc=1
 step "ruff format --check"
 "$VENV/bin/ruff" format --check . || rc=1
+step "mypy (the type checker, [tool.mypy] in pyproject.toml)"
+"$VENV/bin/mypy" || rc=1
+step "lint-imports (the layering contract, [tool.importlinter] in pyproject.toml)"
+"$VENV/bin/lint-imports" || rc=1
 
 step "pytest $*"
 "$VENV/bin/python" -m pytest -q "$@"

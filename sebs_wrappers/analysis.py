@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from invoker.summary import percentile
+from whisk.summary import percentile
 
 STAT_KEYS = ("count", "mean", "q1", "median", "q3", "p95", "p99", "max")
 

@@ -14,14 +14,14 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from invoker.argtypes import positive_int
+from whisk.argtypes import positive_int
 
 HELP = "package SeBS benchmarks as OpenWhisk actions, deploy and verify them"
 DEFAULT_STATE = Path(".state/sebs")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sebs_wrappers.owclient import default_apihost, default_auth
+    from whisk.client import default_apihost, default_auth
 
     sub = parser.add_subparsers(dest="sebs_command", metavar="ACTION", required=True)
 
@@ -164,7 +164,7 @@ def _print_checks(checks) -> int:
 
 def _deploy(args: argparse.Namespace) -> int:
     from sebs_wrappers import catalog, deploy
-    from sebs_wrappers.owclient import OpenWhisk
+    from whisk.client import OpenWhisk
 
     benches = catalog.resolve(args.benchmarks)
     services = ensure_services(args.state_dir, start=any(b.needs_storage for b in benches))
@@ -189,7 +189,7 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from sebs_wrappers import deploy
-    from sebs_wrappers.owclient import OpenWhisk
+    from whisk.client import OpenWhisk
 
     manifest = args.state_dir / "deployment.json"
     if not manifest.exists():

@@ -42,7 +42,7 @@ def ffmpeg_exe() -> str:
         return found
 
 
-def _cached(target: Path, params: dict, make: Callable[[Path], None]) -> Path:
+def _cached(target: Path, params: dict, make: Callable[[Path], object]) -> Path:
     """Run ``make(target)`` unless ``target`` was already made with the same ``params``.
 
     The stamp is a hidden file beside a file target and inside a directory target, so SeBS's

@@ -17,7 +17,7 @@ from typing import Any
 from sebs_wrappers import catalog, inputs, packaging
 from sebs_wrappers.catalog import Benchmark
 from sebs_wrappers.objstore import Services, StorageEndpoint
-from sebs_wrappers.owclient import OpenWhisk
+from whisk.client import OpenWhisk
 
 UNUSED_STORAGE = StorageEndpoint("127.0.0.1:9")  # for deployments of storage-free benchmarks
 WRAPPER_KEYS = ("begin", "end", "results_time", "is_cold", "result", "request_id")

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoker.argtypes import (
+from whisk.argtypes import (
     input_dir,
     nonnegative_float,
     nonnegative_int,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from sebs_wrappers.deploy import Deployment
     from sebs_wrappers.inputs import PreparedInput
     from sebs_wrappers.objstore import Services
-    from sebs_wrappers.owclient import OpenWhisk
     from sebs_wrappers.progress import ExperimentProgress
+    from whisk.client import OpenWhisk
 
 Lateness = dict[tuple, dict[str, float]]
 
@@ -89,7 +89,7 @@ SHORT = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sebs_wrappers.owclient import default_auth
+    from whisk.client import default_auth
 
     a = parser.add_argument
     a("--short", action="store_true", help="CI configuration: 3 fast functions, I=120, 15 s, 1 rep")
@@ -272,8 +272,8 @@ async def run_policy(
 ) -> tuple[list[CallRow], dict[str, list[float]], Lateness]:
     """One policy: platform up, deploy, warm, idle medians, all runs, platform down."""
     from sebs_wrappers import deploy
-    from sebs_wrappers.owclient import OpenWhisk
     from sebs_wrappers.platform import Platform
+    from whisk.client import OpenWhisk
 
     out = cfg.out_dir
     platform = None

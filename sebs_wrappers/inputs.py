@@ -60,12 +60,13 @@ def prepare(
     inputs, outputs = prefixes(bench)
     data_dir = datagen.generate(bench.id, data_root / bench.id, size, **data_opts)
 
-    client = services.storage.client() if services and bench.needs_storage else None
+    storage = services.storage if services and bench.needs_storage else None
+    client = storage.client() if storage else None
 
     def upload(idx: int, key: str, filepath: str) -> None:
-        if client is None:
+        if client is None or storage is None:
             raise RuntimeError(f"{bench.id} needs the object store")
-        client.fput_object(services.storage.bucket, f"{inputs[idx]}/{key}", filepath)
+        client.fput_object(storage.bucket, f"{inputs[idx]}/{key}", filepath)
 
     params = module.generate_input(
         str(data_dir),

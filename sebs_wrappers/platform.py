@@ -7,22 +7,11 @@ container, statistic or record leaks from one policy's run into the next.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
 from pathlib import Path
 
-from sebs_wrappers.owclient import OpenWhisk
 from sebs_wrappers.procs import ChildProcess, free_port
-
-STANDALONE_MODULE = "front.standalone"
-
-
-def standalone_available() -> bool:
-    """True once the project's standalone front (``front/standalone.py``) exists."""
-    try:
-        return importlib.util.find_spec(STANDALONE_MODULE) is not None
-    except ModuleNotFoundError:
-        return False
+from whisk.client import OpenWhisk
 
 
 class Platform:
@@ -45,7 +34,7 @@ class Platform:
         argv = [
             sys.executable,
             "-m",
-            "invoker",
+            "ow_invoker",
             "standalone",
             "--port",
             str(self.port),
@@ -68,11 +57,6 @@ class Platform:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self, auth: str, timeout_s: float = 120.0) -> None:
-        if not standalone_available():
-            raise RuntimeError(
-                f"{STANDALONE_MODULE} is not available yet; pass --apihost to use a running "
-                "OpenWhisk instead"
-            )
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.ready_file.unlink(missing_ok=True)
         self.proc.start()

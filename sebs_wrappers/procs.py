@@ -41,7 +41,7 @@ class ChildProcess:
                 env={**os.environ, **(env or {})},
             )
         finally:
-            if self.log:
+            if not isinstance(out, int):
                 out.close()
 
     def alive(self) -> bool:

@@ -106,7 +106,7 @@ def render(
     if per_function:
         top = max(k[1] for k in per_function)
         lines += [f"## Per function at intensity {top:g}", ""]
-        rows = [
+        per_rows = [
             (
                 p,
                 a,
@@ -135,7 +135,7 @@ def render(
                 "S mean",
                 "S median",
             ],
-            rows,
+            per_rows,
         )
 
     if lateness:

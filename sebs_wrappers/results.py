@@ -23,7 +23,7 @@ from typing import Any
 from gatling.scenario import Timing
 from sebs_wrappers import analysis, plots, report
 from sebs_wrappers.analysis import CallRow
-from sebs_wrappers.owclient import annotation
+from whisk.client import annotation
 
 
 async def collect_records(ow: Any, res: Any, concurrency: int = 16) -> dict[int, dict]:

@@ -40,7 +40,7 @@ def distribution_files(name: str) -> list[VendoredFile]:
             continue
         if rel.parts[0] == "bin":
             continue
-        src = Path(dist.locate_file(f))
+        src = Path(str(dist.locate_file(f)))
         if src.is_file():
             out.append(VendoredFile(src, str(rel)))
     return out

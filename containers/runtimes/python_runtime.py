@@ -49,7 +49,7 @@ import time
 import traceback
 import types
 import zipfile
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 SENTINEL = b"XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n"
@@ -460,7 +460,7 @@ class ActionRuntime:
         try:
             if self.project_root and self.project_root not in sys.path:
                 sys.path.insert(0, self.project_root)
-            import gpu.client  # type: ignore[import-not-found]
+            import gpu.client
 
             gpu.client.install(address)
         except Exception as e:
@@ -705,7 +705,7 @@ def become_python_action(req: dict[str, Any], project_root: str | None) -> Actio
     os.environ.clear()
     os.environ.update(req.get("env") or {})
     _line_buffered_streams()
-    sys.stdin = sys.__stdin__ = open(os.devnull)  # noqa: SIM115
+    sys.stdin = sys.__stdin__ = open(os.devnull)  # type: ignore[misc]  # noqa: SIM115
     sys.argv = [os.path.join(req["cwd"], "__main__.py")]
     tempfile.tempdir = None
     hide_editable_installs()
@@ -731,10 +731,10 @@ def hide_editable_installs() -> None:
 def _line_buffered_streams() -> None:
     """Fresh line-buffered UTF-8 writers on fd 1/2, so log timestamps follow the prints (the
     zygote's own stream objects cached facts about the fds they were created on)."""
-    sys.stdout = sys.__stdout__ = open(  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(  # type: ignore[misc]  # noqa: SIM115
         1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
     )
-    sys.stderr = sys.__stderr__ = open(  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(  # type: ignore[misc]  # noqa: SIM115
         2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
     )
 

@@ -77,9 +77,9 @@ def _verb(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from invoker.argtypes import nonnegative_int, positive_int
     from invoker.whiskdb.initdb import STOCK_SUBJECTS
     from invoker.whiskdb.subjects import LIMITS
+    from whisk.argtypes import nonnegative_int, positive_int
 
     common = _connection_options()
     verbs = parser.add_subparsers(dest="admin_command", metavar="COMMAND", required=True)
@@ -139,7 +139,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limit_verbs = limits.add_subparsers(dest="limits_command", metavar="COMMAND", required=True)
     p = _verb(limit_verbs, "set", cmd_limits_set, "set limits of a namespace", common)
     p.add_argument("namespace")
-    types = {int: (nonnegative_int, "N"), bool: (_bool, "BOOL"), str: (str, "SIZE")}
+    types: dict[type, tuple[Callable[[str], object], str]] = {
+        int: (nonnegative_int, "N"),
+        bool: (_bool, "BOOL"),
+        str: (str, "SIZE"),
+    }
     for name, kind in LIMITS.items():
         if kind is list:
             p.add_argument(f"--{name}", nargs="+", metavar="KIND")

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
-from collections.abc import Coroutine
-from typing import Any, TypeVar
 
 from invoker import config as configuration
-from invoker import logs
-from invoker.supervisor import child
+from whisk import logs
+from whisk.lifecycle import EXIT_FAILED, NodeFailed, wait_for_signal_or
 
-T = TypeVar("T")
 FAILED_EXIT_S = 3.5  # a failed node exits within 5 s of the failure
-EXIT_FAILED = 3
 
 HELP = "join an OpenWhisk deployment as invoker N (Kafka in, CouchDB records and acks out)"
 log = logging.getLogger("invoker")
-
-
-class NodeFailed(Exception):
-    """A background task kept failing: the process must exit non-zero to be restarted."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,21 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def wait_for_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-
-
 async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.0) -> None:
     from invoker.admin import serve_admin
-    from invoker.bus.kafka import KafkaBus
-    from invoker.clock import SystemClock
     from invoker.compose import build_invoker
-    from invoker.store.couch import CouchStore
+    from whisk.bus.kafka import KafkaBus
+    from whisk.clock import SystemClock
+    from whisk.store.couch import CouchStore
 
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
@@ -84,19 +65,6 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
         except TimeoutError:
             log.warning("shutdown took longer than %.0f s: exiting anyway", FAILED_EXIT_S)
         raise NodeFailed(failure)
-
-
-async def wait_for_signal_or(other: Coroutine[Any, Any, T]) -> T | None:
-    """Wait for SIGTERM/SIGINT (None) or for ``other`` to finish (its result)."""
-    waiter = child(other, name="wait-failed")
-    signalled = child(wait_for_signal(), name="wait-signal")
-    try:
-        await asyncio.wait((waiter, signalled), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in (waiter, signalled):
-            t.cancel()
-        await asyncio.gather(waiter, signalled, return_exceptions=True)
-    return waiter.result() if waiter.done() and not waiter.cancelled() else None
 
 
 def main(args: argparse.Namespace) -> int:

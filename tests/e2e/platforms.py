@@ -68,7 +68,7 @@ class Platform:
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115 (kept by the child)
     return subprocess.Popen(
-        [sys.executable, "-m", "invoker", *args],
+        [sys.executable, "-m", "ow_invoker", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=out,

@@ -13,11 +13,11 @@ import aiohttp
 from containers.backend import ContainerBackend
 from front.identities import GUEST_AUTH, basic_auth
 from front.server import Front, start_front
-from invoker.bus import Bus
-from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
 from invoker.service import Invoker
-from invoker.store import Store
+from whisk.bus import Bus
+from whisk.clock import SystemClock
+from whisk.store import Store
 
 
 @dataclass

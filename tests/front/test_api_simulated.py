@@ -6,9 +6,9 @@ import asyncio
 import pytest
 
 from containers.simulated import SimulatedBackend
-from invoker.bus.memory import MemoryBus
-from invoker.store.embedded import EmbeddedStore
 from tests.front.platform import platform
+from whisk.bus.memory import MemoryBus
+from whisk.store.embedded import EmbeddedStore
 
 NS = "/api/v1/namespaces/_"
 

@@ -5,12 +5,12 @@ import asyncio
 
 from containers.simulated import SimulatedBackend
 from front.server import start_front
-from invoker.bus.memory import MemoryBus
-from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
 from invoker.service import Invoker
-from invoker.store.embedded import EmbeddedStore
 from tests.front.platform import Platform, basic_auth
+from whisk.bus.memory import MemoryBus
+from whisk.clock import SystemClock
+from whisk.store.embedded import EmbeddedStore
 
 NS = "/api/v1/namespaces/_"
 

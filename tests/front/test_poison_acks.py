@@ -11,9 +11,9 @@ import uuid
 import pytest
 
 from containers.simulated import SimulatedBackend
-from invoker.bus.memory import MemoryBus
-from invoker.store.embedded import EmbeddedStore
 from tests.front.platform import platform
+from whisk.bus.memory import MemoryBus
+from whisk.store.embedded import EmbeddedStore
 
 NS = "/api/v1/namespaces/_"
 AID = "5a64676ec8aa46b5a4676ec8aaf6b5d2"
@@ -66,7 +66,7 @@ async def _invoke_after_poison(p, topic_prefix: str) -> None:
 
 
 def _kinds() -> tuple[str, ...]:
-    from invoker.protocol.errors import KINDS
+    from whisk.protocol.errors import KINDS
 
     return KINDS
 
@@ -87,7 +87,7 @@ async def test_bad_acks_and_pings_are_skipped_in_process(tmp_path):
 
 @pytest.mark.services
 async def test_bad_acks_and_pings_are_skipped_over_kafka(kafka, tmp_path):
-    from invoker.bus.kafka import KafkaBus
+    from whisk.bus.kafka import KafkaBus
 
     prefix = f"t{uuid.uuid4().hex[:8]}_"
     store = EmbeddedStore(tmp_path / "db.sqlite3")

@@ -20,13 +20,13 @@ from tests.fuzz.run import CORPUS, NAMES, ROOT
 
 # Module, and the functions counted in it (None: all of them).
 MODULES: list[tuple[str, frozenset[str] | None]] = [
-    ("invoker/protocol/messages.py", None),
-    ("invoker/protocol/salvage.py", None),
-    ("invoker/protocol/actions.py", None),
-    ("invoker/protocol/json.py", None),
-    ("invoker/protocol/limits.py", None),
-    ("invoker/protocol/runtime.py", None),
-    ("invoker/protocol/records.py", None),
+    ("whisk/protocol/messages.py", None),
+    ("whisk/protocol/salvage.py", None),
+    ("whisk/protocol/actions.py", None),
+    ("whisk/protocol/json.py", None),
+    ("whisk/protocol/limits.py", None),
+    ("whisk/protocol/runtime.py", None),
+    ("whisk/protocol/records.py", None),
     (
         "containers/runtimes/python_runtime.py",
         frozenset(("parse_init", "parse_run", "_body_object", "_env_entry", "_env_text")),

@@ -43,7 +43,7 @@ def fuzz_one(target: str, runs: int, seconds: int, workdir: Path) -> None:
     import atheris
 
     with atheris.instrument_imports(
-        include=["invoker.protocol", "containers.runtimes.python_runtime", "tests.fuzz"]
+        include=["whisk.protocol", "containers.runtimes.python_runtime", "tests.fuzz"]
     ):
         from tests.fuzz.targets import TARGETS
 

@@ -16,12 +16,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from invoker.protocol import QualifiedName, dumps
-from invoker.protocol.controller import GUEST, action_document, activation_message
-from invoker.protocol.messages import InvokerInstance, combined_ack, completion_ack, result_ack
-from invoker.protocol.messages import ping_message as ping_json
-from invoker.protocol.runtime import init_body, run_body
 from tests.fuzz.targets import ACTION
+from whisk.protocol import QualifiedName, dumps
+from whisk.protocol.controller import GUEST, action_document, activation_message
+from whisk.protocol.messages import InvokerInstance, combined_ack, completion_ack, result_ack
+from whisk.protocol.messages import ping_message as ping_json
+from whisk.protocol.runtime import init_body, run_body
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 AID = "5a64676ec8aa46b5a4676ec8aaf6b5d2"
@@ -154,7 +154,7 @@ def documents() -> dict[str, bytes]:
 
 
 def runtime_bodies() -> tuple[dict[str, bytes], dict[str, bytes]]:
-    from invoker.protocol import parse_activation
+    from whisk.protocol import parse_activation
 
     msg = parse_activation(activations()["all_fields"])
     init = init_body(msg, ACTION, 1717000060123)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from containers.runtimes import python_runtime
-from invoker.protocol import (
+from whisk.protocol import (
     ProtocolError,
     StatusCode,
     action_from_document,
@@ -20,11 +20,11 @@ from invoker.protocol import (
     loads,
     parse_activation,
 )
-from invoker.protocol.errors import KINDS
-from invoker.protocol.json import JSONDecodeError
-from invoker.protocol.limits import check_user_limits, payload_limit
-from invoker.protocol.messages import combined_ack, parse_ack, parse_ping
-from invoker.protocol.runtime import (
+from whisk.protocol.errors import KINDS
+from whisk.protocol.json import JSONDecodeError
+from whisk.protocol.limits import check_user_limits, payload_limit
+from whisk.protocol.messages import combined_ack, parse_ack, parse_ping
+from whisk.protocol.runtime import (
     init_body,
     interpret_init,
     interpret_run,

@@ -9,6 +9,7 @@ import zipfile
 
 import pytest
 
+from gpu.config import GpuConfig
 from tests.integration.harness import python_zip, running_invoker
 
 torch = pytest.importorskip("torch")
@@ -40,7 +41,11 @@ def model_zip() -> tuple[bytes, list[float]]:
 async def test_gpu_action_runs_through_the_pool(kafka, couchdb, tmp_path):
     code, expected = model_zip()
     async with running_invoker(
-        kafka, couchdb, tmp_path, gpu_devices="virtual:2", gpu_memory_mb=64, action_cores=(0,)
+        kafka,
+        couchdb,
+        tmp_path,
+        gpu=GpuConfig(devices="virtual:2", memory_mb=64),
+        action_cores=(0,),
     ) as (invoker, stub):
         action, rev = await stub.create_action(
             "infer",
@@ -80,7 +85,11 @@ async def test_a_gpu_call_holds_exactly_one_action_core(kafka, couchdb, tmp_path
     with two action cores, a GPU call and two CPU calls (all new functions, so a whole core
     each) never run three at a time."""
     async with running_invoker(
-        kafka, couchdb, tmp_path, gpu_devices="virtual:1", gpu_memory_mb=64, action_cores=(0, 1)
+        kafka,
+        couchdb,
+        tmp_path,
+        gpu=GpuConfig(devices="virtual:1", memory_mb=64),
+        action_cores=(0, 1),
     ) as (invoker, stub):
         gpu = await stub.create_action(
             "gpu-hold",

@@ -10,7 +10,7 @@ from gpu.estimates import DeviceTypePrior, Estimator, LinearFit
 from gpu.exclusive import ExclusiveScheduler
 from gpu.policies import make_scheduler
 from gpu.scheduler import DeviceSlot, LALBScheduler, LBScheduler, Request
-from invoker.clock import VirtualClock
+from whisk.clock import VirtualClock
 
 MB = 1 << 20
 

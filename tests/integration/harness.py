@@ -17,14 +17,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from containers.backend import ContainerBackend
 from containers.process import ProcessBackend
-from gpu.integration import make_gpu_pool
-from invoker.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus
-from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
-from invoker.protocol import QualifiedName, dumps, loads
-from invoker.protocol.controller import action_document, activation_message
+from invoker.gpu import make_gpu_pool
 from invoker.service import Invoker
-from invoker.store.couch import CouchStore
+from whisk.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus
+from whisk.clock import SystemClock
+from whisk.protocol import QualifiedName, dumps, loads
+from whisk.protocol.controller import action_document, activation_message
+from whisk.store.couch import CouchStore
 
 PY_HELLO = b"""
 import sys
@@ -222,7 +222,7 @@ async def running_invoker(
     backend = backend or ProcessBackend(
         state_dir=tmp_path / "containers", name_prefix=config.container_prefix
     )
-    gpu_pool = make_gpu_pool(config) if config.gpu_devices else None
+    gpu_pool = make_gpu_pool(config) if config.gpu is not None else None
     invoker = Invoker(
         config, bus=bus, store=store, backend=backend, clock=SystemClock(), gpu_pool=gpu_pool
     )

@@ -52,7 +52,7 @@ KEY_LINE = re.compile(
 def run_admin(
     couch, *args: str, prefix: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m invoker admin ARGS`` with the test server's URL and credentials as flags
+    """``python -m ow_invoker admin ARGS`` with the test server's URL and credentials as flags
     (``prefix`` given) or from ``env`` alone."""
     clean = {
         k: v
@@ -73,7 +73,7 @@ def run_admin(
             prefix,
         ]
     return subprocess.run(
-        [sys.executable, "-m", "invoker", "admin", *args, *flags],
+        [sys.executable, "-m", "ow_invoker", "admin", *args, *flags],
         env={**clean, **(env or {})},
         cwd=ROOT,
         capture_output=True,

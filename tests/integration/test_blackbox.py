@@ -446,7 +446,7 @@ def test_sebs_openwhisk_deployment_path(docker_platform: Platform, tmp_path: Pat
 async def test_project_deployer_with_an_image(docker_platform: Platform, tmp_path: Path) -> None:
     """``sebs_wrappers.deploy`` with ``--docker``: blackbox plus the project's full zip."""
     from sebs_wrappers import catalog, deploy
-    from sebs_wrappers.owclient import OpenWhisk
+    from whisk.client import OpenWhisk
 
     async with OpenWhisk(docker_platform.url, docker_platform.auth) as ow:
         opts = deploy.DeployOptions(image=PLUS_IMAGE, sizes={"010": "test"})

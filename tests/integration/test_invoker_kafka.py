@@ -10,10 +10,10 @@ import pytest
 from aiokafka import TopicPartition
 
 from containers.placement import SlotState
-from invoker.protocol import QualifiedName, dumps
-from invoker.protocol.controller import GUEST, activation_message
-from invoker.protocol.messages import Identity
 from tests.integration.harness import NODE_ECHO, PY_HELLO, python_zip, running_invoker
+from whisk.protocol import QualifiedName, dumps
+from whisk.protocol.controller import GUEST, activation_message
+from whisk.protocol.messages import Identity
 
 pytestmark = pytest.mark.services
 

@@ -8,7 +8,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from services import unique_name
 
-from invoker.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus, TopicError
+from whisk.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus, TopicError
 
 pytestmark = pytest.mark.services
 
@@ -23,11 +23,11 @@ async def topics(bootstrap: str) -> list[str]:
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "invoker.bus.kafka"]
+    return [r.getMessage() for r in caplog.records if r.name == "whisk.bus.kafka"]
 
 
 async def test_ensuring_a_topic_twice_creates_it_once_then_says_it_exists(kafka, caplog):
-    caplog.set_level(logging.INFO, logger="invoker.bus.kafka")
+    caplog.set_level(logging.INFO, logger="whisk.bus.kafka")
     bus, topic = KafkaBus(kafka.bootstrap), unique_name("ensure")
     await bus.ensure_topic(topic, INVOKER_TOPIC_CONFIG)
     await bus.ensure_topic(topic, INVOKER_TOPIC_CONFIG)
@@ -43,7 +43,7 @@ async def test_ensuring_a_topic_twice_creates_it_once_then_says_it_exists(kafka,
     ],
 )
 async def test_a_topic_the_broker_refuses_is_a_clear_error(kafka, caplog, config, reason):
-    caplog.set_level(logging.INFO, logger="invoker.bus.kafka")
+    caplog.set_level(logging.INFO, logger="whisk.bus.kafka")
     bus, topic = KafkaBus(kafka.bootstrap), unique_name("refused")
     with pytest.raises(TopicError, match=f"cannot create Kafka topic {topic}: {reason}: .+"):
         await bus.ensure_topic(topic, config)

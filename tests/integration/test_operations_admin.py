@@ -167,8 +167,8 @@ async def test_metrics_doc_and_dashboard_name_what_metrics_serves(kafka, couchdb
 
 def test_metrics_doc_lists_every_label_value():
     from containers.placement import SlotState
-    from invoker.protocol.errors import KINDS
-    from invoker.protocol.records import StatusCode
+    from whisk.protocol.errors import KINDS
+    from whisk.protocol.records import StatusCode
 
     rows = {
         m.group(1): m.group(2)

@@ -21,10 +21,10 @@ import aiohttp
 import pytest
 
 from front.identities import GUEST_AUTH, basic_auth
-from invoker.protocol import QualifiedName
-from invoker.protocol.controller import action_document
 from tests.e2e.platforms import free_port
 from tests.integration.harness import running_invoker
+from whisk.protocol import QualifiedName
+from whisk.protocol.controller import action_document
 
 pytestmark = pytest.mark.services
 

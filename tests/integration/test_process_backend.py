@@ -37,8 +37,8 @@ from containers.process import (
     ProcessContainer,
     process_start_time,
 )
-from invoker.clock import SystemClock
 from tests.procs import alive, freezer_dir, frozen
+from whisk.clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
@@ -686,7 +686,7 @@ import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from containers.pool import ContainerPool, StemCell
 from containers.process import ProcessBackend
-from invoker.clock import SystemClock
+from whisk.clock import SystemClock
 
 async def main():
     b = ProcessBackend({state!r}, {prefix!r})

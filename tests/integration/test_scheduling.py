@@ -9,13 +9,13 @@ import tempfile
 from typing import Any
 
 from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
-from invoker.bus.memory import MemoryBus
-from invoker.clock import LoopClock, VirtualTimeLoop
 from invoker.config import InvokerConfig
-from invoker.protocol import QualifiedName, dumps, loads
-from invoker.protocol.controller import action_document, activation_message
 from invoker.service import Invoker
-from invoker.store.embedded import EmbeddedStore
+from whisk.bus.memory import MemoryBus
+from whisk.clock import LoopClock, VirtualTimeLoop
+from whisk.protocol import QualifiedName, dumps, loads
+from whisk.protocol.controller import action_document, activation_message
+from whisk.store.embedded import EmbeddedStore
 
 CPU_MS: dict[str, int] = {}  # the last run's cpuTime annotations, by call label
 

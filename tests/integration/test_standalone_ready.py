@@ -48,7 +48,7 @@ def test_the_first_call_after_the_port_opens_is_served(tmp_path):
         [
             sys.executable,
             "-m",
-            "invoker",
+            "ow_invoker",
             "standalone",
             "--port",
             str(port),

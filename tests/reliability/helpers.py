@@ -41,7 +41,7 @@ class InvokerProcess:
         self.log_path = log_path
         self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
-        self.entry = ["-m", "invoker"]  # or a script that calls invoker.cli.main
+        self.entry = ["-m", "ow_invoker"]  # or a script that calls ow_invoker.cli.main
         self.extra_args: list[str] = []
 
     def start(self) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from invoker.protocol import dumps
-from invoker.protocol.controller import activation_message
 from tests.integration.harness import running_invoker
+from whisk.protocol import dumps
+from whisk.protocol.controller import activation_message
 
 pytestmark = pytest.mark.services
 

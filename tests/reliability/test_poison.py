@@ -12,10 +12,10 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from invoker.protocol import QualifiedName, dumps
-from invoker.protocol.controller import activation_message
 from tests.integration.harness import PY_HELLO, controller, make_config
 from tests.reliability.helpers import InvokerProcess
+from whisk.protocol import QualifiedName, dumps
+from whisk.protocol.controller import activation_message
 
 pytestmark = pytest.mark.services
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from invoker.clock import SystemClock
-from invoker.protocol import dumps
-from invoker.protocol.controller import activation_message
 from tests.integration.harness import PY_HELLO, controller, make_config
 from tests.reliability.helpers import ROOT, InvokerProcess
+from whisk.clock import SystemClock
+from whisk.protocol import dumps
+from whisk.protocol.controller import activation_message
 
 pytestmark = pytest.mark.services
 
@@ -36,7 +36,7 @@ def reserve(self, *args, **kwargs):
     raise RuntimeError("injected fault: reserve is broken")
 
 ContainerPool.reserve = reserve  # a bug in the dispatch loop's path, for this process only
-from invoker.cli import main
+from ow_invoker.cli import main
 sys.exit(main())
 """
 

@@ -17,11 +17,11 @@ import front.balancer
 from front.balancer import Health, Result
 from front.controller import Controller
 from front.identities import GUEST, SYSTEM
-from invoker.bus.kafka import KafkaBus
-from invoker.clock import SystemClock
-from invoker.store.couch import CouchStore
 from tests.integration.harness import controller, make_config
 from tests.reliability.helpers import InvokerProcess
+from whisk.bus.kafka import KafkaBus
+from whisk.clock import SystemClock
+from whisk.store.couch import CouchStore
 
 pytestmark = pytest.mark.services
 

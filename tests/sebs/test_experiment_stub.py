@@ -19,7 +19,7 @@ from sebs_helpers import needs_sebs
 
 from sebs_wrappers import catalog, deploy
 from sebs_wrappers.experiment import ExperimentConfig, run
-from sebs_wrappers.owclient import OpenWhisk, OpenWhiskError
+from whisk.client import OpenWhisk, OpenWhiskError
 
 pytestmark = needs_sebs
 

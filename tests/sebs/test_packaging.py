@@ -113,7 +113,7 @@ def test_resolve_names() -> None:
 
 
 def test_cli_list_and_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from invoker import cli
+    from ow_invoker import cli
 
     assert cli.main(["sebs", "list"]) == 0
     assert "sebs-411-image-recognition" in capsys.readouterr().out

@@ -1,7 +1,4 @@
-"""End to end on ``ow-invoker standalone``: deploy, verify, and a tiny experiment.
-
-These need the project's standalone front (``front.standalone``); until it lands they skip.
-"""
+"""End to end on ``ow-invoker standalone``: deploy, verify, and a tiny experiment."""
 
 from __future__ import annotations
 
@@ -13,17 +10,13 @@ from sebs_helpers import needs_modules, needs_sebs
 
 from sebs_wrappers import catalog, deploy
 from sebs_wrappers.experiment import ExperimentConfig, run
-from sebs_wrappers.owclient import GUEST_AUTH, OpenWhisk, annotation
-from sebs_wrappers.platform import Platform, standalone_available
+from sebs_wrappers.platform import Platform
+from whisk.client import GUEST_AUTH, OpenWhisk, annotation
 
 pytestmark = [
     pytest.mark.services,
     needs_sebs,
     needs_modules("jinja2", "PIL", "minio", "moto"),
-    pytest.mark.skipif(
-        not standalone_available(),
-        reason="front.standalone cannot be imported yet (the standalone REST front has not landed)",
-    ),
 ]
 
 

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 from containers.backend import ContainerSpec, HttpResult, LogLine
 from containers.simulated import SimulatedBackend, SimulatedContainer
-from invoker.bus.base import BusUnavailable
-from invoker.bus.memory import MemoryProducer
-from invoker.clock import VirtualTimeLoop
-from invoker.store import StoreError, StoreUnavailable, WriteResult
-from invoker.store.embedded import EmbeddedStore
+from whisk.bus.base import BusUnavailable
+from whisk.bus.memory import MemoryProducer
+from whisk.clock import VirtualTimeLoop
+from whisk.store import StoreError, StoreUnavailable, WriteResult
+from whisk.store.embedded import EmbeddedStore
 
 T = TypeVar("T")
 

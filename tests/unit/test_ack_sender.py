@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from invoker.acks import AckSender
-from invoker.bus import MessageTooLarge
-from invoker.bus.memory import MemoryBus
-from invoker.protocol import parse_activation
-from invoker.protocol.messages import Ack, parse_ack
 from tests.unit.faults import FlakyProducer, virtual
+from whisk.bus import MessageTooLarge
+from whisk.bus.memory import MemoryBus
+from whisk.protocol import parse_activation
+from whisk.protocol.messages import Ack, parse_ack
 
 AID = "5a64676ec8aa46b5a4676ec8aaf6b5d2"
 TRANSID = ["K3uS0t1qQ9bVvJc2mO0fLZxX8rP4yT7a", 1717000000123]

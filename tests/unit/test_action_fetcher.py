@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from invoker.actions import ActionFetcher, FetchError
-from invoker.protocol import StatusCode
-from invoker.protocol.controller import action_document
-from invoker.protocol.runtime import ACTION_NOT_COMPATIBLE, ACTION_NOT_FETCHED, ACTION_NOT_FOUND
-from invoker.store.embedded import EmbeddedStore
 from tests.unit.faults import FlakyStore
+from whisk.protocol import StatusCode
+from whisk.protocol.controller import action_document
+from whisk.protocol.runtime import ACTION_NOT_COMPATIBLE, ACTION_NOT_FETCHED, ACTION_NOT_FOUND
+from whisk.store.embedded import EmbeddedStore
 
 DB = "whisks"
 DEFAULTS = {"python": "python:3.11", "nodejs": "nodejs:20"}

@@ -24,14 +24,16 @@ from containers.pool import ContainerPool, Lease
 from containers.simulated import SIM_CPU, SIM_DURATION
 from invoker.acks import AckSender
 from invoker.activation import ActivationRunner, Job, Outcome
-from invoker.bus.memory import MemoryBus
-from invoker.clock import LoopClock
 from invoker.metrics import InvokerMetrics
-from invoker.protocol import QualifiedName, StatusCode, action_from_document, dumps
-from invoker.protocol.controller import GUEST, action_document, activation_message
-from invoker.protocol.logs import COLLECTION_FAILED
-from invoker.protocol.messages import Ack, parse_ack
-from invoker.protocol.runtime import (
+from invoker.records import RecordWriter
+from tests.unit.faults import FaultyBackend, FaultyContainer, FlakyProducer, FlakyStore, virtual
+from whisk.bus.memory import MemoryBus
+from whisk.clock import LoopClock
+from whisk.protocol import QualifiedName, StatusCode, action_from_document, dumps
+from whisk.protocol.controller import GUEST, action_document, activation_message
+from whisk.protocol.logs import COLLECTION_FAILED
+from whisk.protocol.messages import Ack, parse_ack
+from whisk.protocol.runtime import (
     INIT_EXITED,
     INVALID_JSON,
     MEMORY_EXHAUSTED,
@@ -39,9 +41,7 @@ from invoker.protocol.runtime import (
     RUN_EXITED,
     timeout_message,
 )
-from invoker.records import RecordWriter
-from invoker.store.embedded import EmbeddedStore
-from tests.unit.faults import FaultyBackend, FaultyContainer, FlakyProducer, FlakyStore, virtual
+from whisk.store.embedded import EmbeddedStore
 
 ACTIVATIONS = "activations"
 CORES = frozenset({1})

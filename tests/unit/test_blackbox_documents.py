@@ -10,15 +10,15 @@ import zipfile
 
 import pytest
 
-from containers.manifest import Manifest
 from containers.placement import WarmKey
 from containers.pool import ContainerPool
 from front.entities import BadRequest, Limits, new_action_document
-from invoker.protocol import ProtocolError, action_from_document
-from invoker.protocol.actions import valid_image
-from invoker.protocol.runtime import init_body
 from tests.unit.test_container_pool import pool_test
 from tests.unit.test_protocol_actions import _msg, doc
+from whisk.manifest import Manifest
+from whisk.protocol import ProtocolError, action_from_document
+from whisk.protocol.actions import valid_image
+from whisk.protocol.runtime import init_body
 
 CODE = "def main(a):\n    return a\n"
 

@@ -1,4 +1,4 @@
-"""Every subcommand is reachable from `ow-invoker` / `python -m invoker` and has --help."""
+"""Every subcommand is reachable from `ow-invoker` / `python -m ow_invoker` and has --help."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from invoker.cli import SUBCOMMANDS, build_parser
+from ow_invoker.cli import SUBCOMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ def test_every_subcommand_is_registered():
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
 def test_help(command, capsys):
-    from invoker.cli import main
+    from ow_invoker.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])
@@ -30,13 +30,13 @@ def test_help(command, capsys):
 
 def test_python_dash_m():
     out = subprocess.run(
-        [sys.executable, "-m", "invoker", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ow_invoker", "--help"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and "standalone" in out.stdout
 
 
 def test_bad_configuration_is_one_clear_line(capsys):
-    from invoker.cli import main
+    from ow_invoker.cli import main
 
     assert main(["run", "--policy", "lifo"]) == 2
     err = capsys.readouterr().err
@@ -46,7 +46,7 @@ def test_bad_configuration_is_one_clear_line(capsys):
 def ow_invoker(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     """The CLI in a child process, on this checkout's code (not an editable install's)."""
     return subprocess.run(
-        [sys.executable, "-m", "invoker", *args],
+        [sys.executable, "-m", "ow_invoker", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -122,7 +122,7 @@ def test_report_only_without_the_raw_files_is_one_line(tmp_path):
 
 
 def test_an_unknown_action_user_is_one_clear_line(capsys):
-    from invoker.cli import main
+    from ow_invoker.cli import main
 
     assert main(["run", "--action-user", "no-such-user-for-ow"]) == 2
     err = capsys.readouterr().err

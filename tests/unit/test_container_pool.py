@@ -14,8 +14,8 @@ import pytest
 from containers.backend import ContainerError, ImagePullError
 from containers.placement import How, SlotState, WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
-from invoker.clock import LoopClock
 from tests.unit.faults import FaultyBackend, FaultyContainer, virtual
+from whisk.clock import LoopClock
 
 PY = "python:3.11"
 A = WarmKey("guest", "guest/a", "1-a")

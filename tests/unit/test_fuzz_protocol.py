@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from invoker.protocol import ProtocolError, action_from_document, fallback_record, parse_activation
-from invoker.protocol import dumps as wire_dumps
-from invoker.protocol.errors import KINDS
-from invoker.protocol.messages import parse_ack, parse_ping
 from tests.fuzz import targets
 from tests.unit.test_protocol_actions import doc
 from tests.unit.test_protocol_messages import message
+from whisk.protocol import ProtocolError, action_from_document, fallback_record, parse_activation
+from whisk.protocol import dumps as wire_dumps
+from whisk.protocol.errors import KINDS
+from whisk.protocol.messages import parse_ack, parse_ping
 
 json_scalars = (
     st.none()
@@ -143,8 +143,8 @@ def test_attachment_names_with_bad_base64(data):
 
 
 def test_anything_parsed_can_be_written_back():
-    from invoker.protocol import dumps as wire_dumps
-    from invoker.protocol import loads
+    from whisk.protocol import dumps as wire_dumps
+    from whisk.protocol import loads
 
     deep = b"[" * 1000 + b"]" * 1000
     m = parse_activation(b'{"content":{"a":' + deep + b"}," + dumps(message())[1:])
@@ -299,7 +299,7 @@ def test_huge_message_is_refused_fast_and_answered():
 
 @pytest.mark.parametrize("depth", [253, 254, 255, 1000, 1023])
 def test_deep_values_are_written_back_without_recursion(depth):
-    from invoker.protocol import loads
+    from whisk.protocol import loads
 
     text = nested_text(depth, "object")
     # Compared as text: == on such values would itself recurse too deeply.
@@ -356,7 +356,7 @@ def test_action_document_poison_in_every_field(path, text):
 
 
 def test_action_document_deep_entity_type_is_refused_not_recursed():
-    from invoker.protocol import loads
+    from whisk.protocol import loads
 
     d = loads(_doc_with("entityType", nested_text(1000, "list")))
     with pytest.raises(ProtocolError):

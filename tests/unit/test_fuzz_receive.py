@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 from containers.simulated import SimulatedBackend
 from invoker import service
-from invoker.bus.base import Record
-from invoker.bus.memory import MemoryBus
-from invoker.clock import SystemClock
 from invoker.config import InvokerConfig
-from invoker.protocol import loads
-from invoker.protocol.errors import KINDS
 from invoker.service import Invoker
-from invoker.store.embedded import EmbeddedStore
 from tests.fuzz.seeds import activations
+from whisk.bus.base import Record
+from whisk.bus.memory import MemoryBus
+from whisk.clock import SystemClock
+from whisk.protocol import loads
+from whisk.protocol.errors import KINDS
+from whisk.store.embedded import EmbeddedStore
 
 SEEDS = list(activations().values())
 

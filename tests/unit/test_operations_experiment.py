@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from containers.manifest import Manifest
 from sebs_wrappers import experiment, results
 from sebs_wrappers.analysis import CallRow
 from sebs_wrappers.deploy import DeployOptions
+from whisk.manifest import Manifest
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -6,7 +6,8 @@ import zipfile
 
 import pytest
 
-from invoker.protocol import (
+from tests.unit.test_protocol_messages import message
+from whisk.protocol import (
     ActivationResponse,
     ProtocolError,
     StatusCode,
@@ -17,8 +18,7 @@ from invoker.protocol import (
     fallback_record,
     parse_activation,
 )
-from invoker.protocol.runtime import init_body, interpret_init, interpret_run, run_body
-from tests.unit.test_protocol_messages import message
+from whisk.protocol.runtime import init_body, interpret_init, interpret_run, run_body
 
 CODE = 'def main(args):\n    return {"greeting": "Hello " + args.get("name", "stranger")}\n'
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from invoker.protocol import (
+from whisk.protocol import (
     InvokerInstance,
     ProtocolError,
     combined_ack,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from invoker.clock import VirtualClock
-from invoker.protocol import dumps
 from invoker.records import RecordWriter
-from invoker.store.embedded import EmbeddedStore
-from invoker.supervisor import Supervisor
 from tests.unit.faults import FlakyStore
+from whisk.clock import VirtualClock
+from whisk.protocol import dumps
+from whisk.store.embedded import EmbeddedStore
+from whisk.supervisor import Supervisor
 
 DB = "activations"
 # How long the writer leaves the database alone (on the virtual clock, which the tests move)

@@ -14,7 +14,7 @@ from aiohttp import web
 from gatling import replay as replay_cmd
 from gatling.replay import ReplayResult, replay
 from gatling.scenario import Call, Timing, read_scenario, read_timings, write_scenario
-from sebs_wrappers.owclient import OpenWhisk
+from whisk.client import OpenWhisk
 
 
 class SlowServer:

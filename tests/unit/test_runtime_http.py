@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from containers.backend import ContainerGone
-from containers.http import ProtocolError, ResponseParser, RuntimeClient
+from containers.http import BadHttpResponse, ResponseParser, RuntimeClient
 from containers.runtimes.python_runtime import BadRequest, parse_head
 
 
@@ -81,8 +81,8 @@ def test_connection_close_header() -> None:
         b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
     ],
 )
-def test_garbage_is_a_protocol_error(data: bytes) -> None:
-    with pytest.raises(ProtocolError):
+def test_garbage_is_a_bad_http_response(data: bytes) -> None:
+    with pytest.raises(BadHttpResponse):
         ResponseParser(10).feed(data)
 
 

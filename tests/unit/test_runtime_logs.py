@@ -19,7 +19,7 @@ from containers.logfile import (
     parse_line,
 )
 from containers.runtimes.python_runtime import MAX_LOG_LINE, SENTINEL, LogStream, iso_time
-from invoker.protocol import logs
+from whisk.protocol import logs
 
 T0 = 1_717_000_000_123_456_789
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")

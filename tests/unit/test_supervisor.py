@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from invoker.clock import LoopClock, VirtualClock, VirtualTimeLoop
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
-from invoker.supervisor import Supervisor, spawn
+from whisk.clock import LoopClock, VirtualClock, VirtualTimeLoop
+from whisk.supervisor import Supervisor, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_a_failing_loop_is_logged_and_restarted_with_growing_backoff(caplog):
         assert sup.status()["tasks"]["flaky"]["restarts"] == 2
         await sup.close()
 
-    with caplog.at_level(logging.ERROR, logger="invoker.supervisor"):
+    with caplog.at_level(logging.ERROR, logger="whisk.supervisor"):
         virtual(main)
     assert [round(t - starts[0], 3) for t in starts] == [0.0, 0.5, 1.5]  # back-off 0.5, 1
     failures = [r for r in caplog.records if r.getMessage() == "task flaky failed"]
@@ -126,7 +126,7 @@ def test_spawned_tasks_log_their_exception(caplog):
         await asyncio.sleep(0)
         assert not sup.spawned
 
-    with caplog.at_level(logging.ERROR, logger="invoker.supervisor"):
+    with caplog.at_level(logging.ERROR, logger="whisk.supervisor"):
         virtual(main)
     logged = {r.getMessage() for r in caplog.records if r.exc_info}
     assert logged == {"task per-call failed", "task detached failed"}
@@ -165,7 +165,7 @@ def test_expiry_only_after_an_outage_and_past_the_time_limit_plus_grace():
 
 # Task creation outside the supervisor: ruff's banned-api (TID251) covers asyncio.create_task
 # and asyncio.ensure_future; a loop's create_task method it cannot see.
-ALLOWED = ("invoker/supervisor.py", "tests/", "benchmarks/", "gatling/", "sebs_wrappers/")
+ALLOWED = ("whisk/supervisor.py", "tests/", "benchmarks/", "gatling/", "sebs_wrappers/")
 TASK_CREATION = re.compile(r"\.create_task\(|\bensure_future\(")
 
 
@@ -178,4 +178,4 @@ def test_no_task_is_created_outside_the_supervisor():
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if TASK_CREATION.search(line.split("#", 1)[0]):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
-    assert not offenders, "create tasks through invoker.supervisor:\n" + "\n".join(offenders)
+    assert not offenders, "create tasks through whisk.supervisor:\n" + "\n".join(offenders)

@@ -1,0 +1,107 @@
+"""The front's configuration (``ow-invoker front``): the bus and store it shares with the
+invokers, read under the same stock names (``KAFKA_HOSTS``, ``CONFIG_whisk_couchdb_username``,
+``DB_WHISK_ACTIONS`` ...) so one environment serves both, and its own API options.
+
+Sources, lowest first (see :mod:`whisk.settings`): these defaults, a TOML file (``--config``,
+its ``[front]`` table when it has one), the environment (stock names, then
+``OW_FRONT_<FIELD>``), flags. Nothing of the invoker's (policy, cores, backend) is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from whisk.settings import Settings, setting
+
+# The API's own options: ``standalone`` takes these beside the invoker's settings.
+HTTP_FIELDS = (
+    "host",
+    "port",
+    "auth",
+    "max_timeout_ms",
+    "max_memory_mb",
+    "max_concurrency",
+    "blocking_wait_s",
+)
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    kafka: str = setting("127.0.0.1:9092", env=("KAFKA_HOSTS",), help="Kafka bootstrap servers")
+    topic_prefix: str = setting(
+        "", env=("CONFIG_whisk_kafka_topics_prefix",), help="Kafka topic prefix"
+    )
+    couchdb_url: str = setting("http://127.0.0.1:5984", help="CouchDB-API server URL")
+    couchdb_user: str = setting(
+        "whisk_admin", env=("CONFIG_whisk_couchdb_username",), help="CouchDB user"
+    )
+    couchdb_password: str = setting(
+        "some_passw0rd", env=("CONFIG_whisk_couchdb_password",), help="CouchDB password"
+    )
+    db_prefix: str = setting(
+        "whisk_local_", env=("DB_PREFIX",), help="CouchDB database name prefix"
+    )
+    db_whisks: str | None = setting(None, env=("DB_WHISK_ACTIONS",), help="actions database name")
+    db_activations: str | None = setting(
+        None, env=("DB_WHISK_ACTIVATIONS",), help="activations database name"
+    )
+    controller_id: str = setting("0", help="controller instance (completed<C>)")
+    host: str = setting("127.0.0.1", help="API listen address")
+    port: int = setting(3233, help="API port (0: any free port)")
+    auth: tuple[str, ...] = setting(
+        factory=tuple,
+        repeat=True,
+        help="NAMESPACE=UUID:KEY identity (repeatable; default: the stock guest keys)",
+    )
+    max_timeout_ms: int = setting(600_000, help="largest action timeout the API accepts")
+    max_memory_mb: int = setting(2048, help="largest action memory the API accepts")
+    max_concurrency: int = setting(
+        1,
+        help="largest action limits.concurrency the API accepts (stock default 1; e.g. 200 "
+        "for wskdebug)",
+    )
+    blocking_wait_s: float = setting(
+        60.0, help="how long a blocking invoke waits before answering 202"
+    )
+    log_level: str = setting("INFO", help="logging level")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not in 0..65535")
+        if self.max_timeout_ms < 1 or self.max_memory_mb < 1 or self.max_concurrency < 1:
+            raise ValueError("max_timeout_ms, max_memory_mb and max_concurrency must be positive")
+        if not self.blocking_wait_s >= 0:
+            raise ValueError("blocking_wait_s must be >= 0")
+
+    @property
+    def whisks_db(self) -> str:
+        return self.db_whisks or f"{self.db_prefix}whisks"
+
+    @property
+    def activations_db(self) -> str:
+        return self.db_activations or f"{self.db_prefix}activations"
+
+
+SETTINGS: Settings[FrontConfig] = Settings(FrontConfig, env_prefix="OW_FRONT_", section="front")
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, skip: Collection[str] = (), config_file: bool = True
+) -> None:
+    """The front's flags; ``standalone`` skips those its invoker's settings already define."""
+    SETTINGS.add_arguments(parser, skip, config_file)
+
+
+def load(
+    args: argparse.Namespace | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    tolerate: Collection[str] = (),
+    **overrides: Any,
+) -> FrontConfig:
+    """The front's configuration from every source (see :meth:`Settings.load`)."""
+    return SETTINGS.load(args, environ, defaults=defaults, tolerate=tolerate, **overrides)

@@ -1,5 +1,0 @@
-import sys
-
-from invoker.cli import main
-
-sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from ow_invoker.cli import main
+
+sys.exit(main())

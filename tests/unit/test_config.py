@@ -1,0 +1,296 @@
+"""Configuration: one GPU configuration reachable from ``run``'s flags, environment and TOML;
+the front with settings of its own (the invokers' stock names, none of their options); and
+``standalone`` building both from one command line."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from front import config as front_config
+from gpu.config import GpuConfig
+from invoker import config as invoker_config
+from ow_invoker import standalone
+from ow_invoker.cli import build_parser
+from whisk.settings import Settings, parse_memory_mb, setting
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+def _toml(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return str(path)
+
+
+# -- run: the GPU pool's settings are GpuConfig's ------------------------------------------
+
+
+def test_gpu_is_off_unless_devices_are_given():
+    assert invoker_config.load(_args("run"), {}).gpu is None
+    # The other settings alone do not start a pool (as before), but they are still checked.
+    assert invoker_config.load(_args("run", "--gpu-o3-limit", "3"), {}).gpu is None
+    assert invoker_config.load(_args("run"), {"OW_INVOKER_GPU_DEVICES": ""}).gpu is None
+    with pytest.raises(ValueError, match="unknown GPU policy"):
+        invoker_config.load(_args("run"), {"OW_INVOKER_GPU_POLICY": "lifo"})
+
+
+def test_the_four_old_gpu_flags_keep_their_meaning():
+    cfg = invoker_config.load(
+        _args(
+            "run",
+            "--gpu-devices",
+            "virtual:2",
+            "--gpu-memory-mb",
+            "64",
+            "--gpu-policy",
+            "lb",
+            "--gpu-o3-limit",
+            "7",
+        ),
+        {},
+    )
+    assert cfg.gpu == GpuConfig(devices="virtual:2", memory_mb=64, policy="lb", o3_limit=7)
+
+
+def test_gpu_defaults_are_gpu_configs():
+    cfg = invoker_config.load(_args("run", "--gpu-devices", "auto"), {})
+    assert cfg.gpu == GpuConfig()
+
+
+def test_every_gpu_setting_is_a_flag_of_run():
+    cfg = invoker_config.load(
+        _args(
+            "run",
+            "--gpu-devices",
+            "virtual:1",
+            "--gpu-host-memory-mb",
+            "2g",
+            "--gpu-affinity-penalty",
+            "3.5",
+            "--gpu-fair-share-by",
+            "namespace",
+            "--gpu-max-retries",
+            "0",
+            "--gpu-state-dir",
+            "/tmp/tier",
+        ),
+        {},
+    )
+    assert cfg.gpu is not None
+    assert cfg.gpu.host_memory_mb == 2048 and cfg.gpu.affinity_penalty == 3.5
+    assert cfg.gpu.fair_share_by == "namespace" and cfg.gpu.max_retries == 0
+    assert cfg.gpu.state_dir == "/tmp/tier" and cfg.state_dir == ".state/invoker"
+
+
+def test_gpu_settings_from_the_environment():
+    cfg = invoker_config.load(
+        _args("run"),
+        {
+            "OW_INVOKER_GPU_DEVICES": "virtual:3",
+            "OW_INVOKER_GPU_HOST_MEMORY_MB": "1024",
+            "OW_INVOKER_GPU_AFFINITY_PENALTY": "2",
+            "OW_INVOKER_GPU_WORKER_THREADS": "2",
+        },
+    )
+    assert cfg.gpu == GpuConfig(
+        devices="virtual:3", host_memory_mb=1024, affinity_penalty=2.0, worker_threads=2
+    )
+
+
+def test_gpu_settings_from_toml_flat_keys_a_table_and_the_invoker_section(tmp_path):
+    flat = _toml(tmp_path, 'gpu_devices = "virtual:2"\ngpu_host_memory_mb = 512\n')
+    assert invoker_config.load(_args("run", "--config", flat), {}).gpu == GpuConfig(
+        devices="virtual:2", host_memory_mb=512
+    )
+    table = _toml(
+        tmp_path,
+        '[invoker]\npolicy = "fifo"\n\n[invoker.gpu]\ndevices = "virtual:1"\n'
+        "affinity_penalty = 4.0\n",
+    )
+    cfg = invoker_config.load(_args("run", "--config", table), {})
+    assert cfg.policy == "fifo"
+    assert cfg.gpu == GpuConfig(devices="virtual:1", affinity_penalty=4.0)
+
+
+def test_gpu_precedence_file_then_environment_then_flags(tmp_path):
+    path = _toml(tmp_path, 'gpu_devices = "virtual:2"\ngpu_o3_limit = 1\ngpu_memory_mb = 100\n')
+    cfg = invoker_config.load(
+        _args("run", "--config", path, "--gpu-o3-limit", "3"),
+        {"OW_INVOKER_GPU_O3_LIMIT": "2", "OW_INVOKER_GPU_MEMORY_MB": "200"},
+    )
+    assert cfg.gpu is not None and (cfg.gpu.o3_limit, cfg.gpu.memory_mb) == (3, 200)
+
+
+def test_unknown_gpu_key_in_a_file_is_refused(tmp_path):
+    path = _toml(tmp_path, '[gpu]\ndevices = "virtual:1"\nhost_tier_mb = 1\n')
+    with pytest.raises(ValueError, match=r"unknown keys.*gpu_host_tier_mb"):
+        invoker_config.load(_args("run", "--config", path), {})
+    table = _toml(tmp_path, '[invoker]\npolicy = "fifo"\n\n[invoker.gpus]\ndevices = "auto"\n')
+    with pytest.raises(ValueError, match=r"unknown keys.*gpus"):
+        invoker_config.load(_args("run", "--config", table), {})
+
+
+def test_gpu_policy_flag_refuses_an_unknown_name(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _args("run", "--gpu-policy", "lifo")
+    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_run_keeps_its_flags_env_names_and_toml_keys(tmp_path):
+    path = _toml(tmp_path, '[invoker]\nbackend = "process"\nprewarm = ["python:3.11:1:256"]\n')
+    cfg = invoker_config.load(
+        _args("run", "--config", path, "--id", "2", "--action-cores", "0,"),
+        {
+            "KAFKA_HOSTS": "k:9092",
+            "CONFIG_whisk_couchdb_username": "u",
+            "CONFIG_whisk_containerPool_userMemory": "1g",
+            "OW_INVOKER_POLICY": "sept",
+            "INVOKER_ID": "9",
+        },
+    )
+    assert (cfg.instance, cfg.kafka, cfg.couchdb_user) == (2, "k:9092", "u")
+    assert (cfg.user_memory_mb, cfg.policy, cfg.action_cores) == (1024, "sept", (0,))
+    assert cfg.prewarm == ("python:3.11:1:256",)
+
+
+def test_a_whole_gpu_config_can_be_given_in_code():
+    cfg = invoker_config.load(None, {}, gpu=GpuConfig(devices="virtual:1"), policy="fifo")
+    assert cfg.gpu == GpuConfig(devices="virtual:1") and cfg.policy == "fifo"
+
+
+# -- gpu-pool: its flags are GpuConfig's ---------------------------------------------------
+
+
+def test_gpu_pool_command_takes_every_gpu_setting():
+    from gpu.command import OPTIONS
+
+    options = OPTIONS.load(
+        _args("gpu-pool", "--gpu-devices", "virtual:2", "--gpu-max-payload-mb", "64"), {}
+    )
+    assert options.gpu == GpuConfig(devices="virtual:2", max_payload_mb=64)
+    assert options.metrics_port == 0
+    assert OPTIONS.load(_args("gpu-pool"), {}).gpu == GpuConfig()
+
+
+# -- front: its own configuration -----------------------------------------------------------
+
+
+def test_front_refuses_the_invokers_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _args("front", "--policy", "fc")
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --policy fc" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _args("front", "--gpu-devices", "auto")
+
+
+def test_front_reads_the_stock_names_of_kafka_and_couchdb():
+    cfg = front_config.load(
+        _args("front"),
+        {
+            "KAFKA_HOSTS": "kafka:9092",
+            "CONFIG_whisk_kafka_topics_prefix": "p_",
+            "CONFIG_whisk_couchdb_username": "admin",
+            "CONFIG_whisk_couchdb_password": "secret",
+            "OW_FRONT_COUCHDB_URL": "http://couch:5984",
+            "DB_WHISK_ACTIONS": "my_whisks",
+            "DB_PREFIX": "x_",
+        },
+    )
+    assert (cfg.kafka, cfg.topic_prefix) == ("kafka:9092", "p_")
+    assert (cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password) == (
+        "http://couch:5984",
+        "admin",
+        "secret",
+    )
+    assert (cfg.whisks_db, cfg.activations_db) == ("my_whisks", "x_activations")
+
+
+def test_front_flags_env_and_file(tmp_path):
+    path = _toml(tmp_path, '[invoker]\npolicy = "fifo"\n\n[front]\nport = 4000\nhost = "0.0.0.0"\n')
+    cfg = front_config.load(
+        _args("front", "--config", path, "--auth", "guest=a:b", "--auth", "whisk.system=c:d"),
+        {"OW_FRONT_PORT": "4001", "OW_FRONT_CONTROLLER_ID": "1"},
+    )
+    assert (cfg.host, cfg.port, cfg.controller_id) == ("0.0.0.0", 4001, "1")
+    assert cfg.auth == ("guest=a:b", "whisk.system=c:d")
+
+
+def test_front_file_with_invoker_keys_is_refused(tmp_path):
+    path = _toml(tmp_path, 'kafka = "k:1"\npolicy = "fifo"\n')
+    with pytest.raises(ValueError, match=r"unknown keys.*policy"):
+        front_config.load(_args("front", "--config", path), {})
+
+
+# -- standalone: both from one command line -------------------------------------------------
+
+
+def test_standalone_builds_both_configurations():
+    front, cfg = standalone.load(
+        _args("standalone", "--port", "0", "--policy", "fifo", "--gpu-devices", "virtual:1"),
+        {"KAFKA_HOSTS": "k:1", "OW_INVOKER_DB_PREFIX": "s_"},
+    )
+    assert front.port == 0 and cfg.policy == "fifo" and cfg.gpu == GpuConfig(devices="virtual:1")
+    assert front.kafka == cfg.kafka == "k:1"  # one bus and one store: the invoker's settings
+    assert front.whisks_db == cfg.whisks_db == "s_whisks"
+    assert cfg.state_dir == ".state/standalone"
+
+
+def test_standalone_default_state_dir_yields_to_env_and_flags():
+    _, cfg = standalone.load(_args("standalone"), {"OW_INVOKER_STATE_DIR": "/tmp/s"})
+    assert cfg.state_dir == "/tmp/s"
+    _, cfg = standalone.load(_args("standalone", "--state-dir", "/tmp/f"), {})
+    assert cfg.state_dir == "/tmp/f"
+
+
+def test_standalone_reads_a_flat_file_of_both(tmp_path):
+    path = _toml(tmp_path, 'policy = "fifo"\nport = 0\nmax_concurrency = 5\n')
+    front, cfg = standalone.load(_args("standalone", "--config", path), {})
+    assert (front.port, front.max_concurrency, cfg.policy) == (0, 5, "fifo")
+    bad = _toml(tmp_path, "no_such_key = 1\n")
+    with pytest.raises(ValueError, match="no_such_key"):
+        standalone.load(_args("standalone", "--config", bad), {})
+
+
+# -- the machinery --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Inner:
+    size_mb: int = setting(8, convert=parse_memory_mb, help="a size")
+    name: str = setting("x", help="a name")
+
+
+@dataclass(frozen=True)
+class _Outer:
+    port: int = setting(1, env=("STOCK_PORT",), aliases=("-p",), help="a port")
+    tags: tuple[str, ...] = setting(factory=tuple, help="tags")
+    on: bool = setting(False, help="a switch")
+    inner: _Inner = setting(factory=_Inner, help="inner settings")  # noqa: RUF009 (a field())
+
+
+def test_settings_flags_env_groups_and_converters():
+    s = Settings(_Outer, env_prefix="T_", section="t")
+    parser = argparse.ArgumentParser()
+    s.add_arguments(parser)
+    args = parser.parse_args(["-p", "5", "--inner-size-mb", "1g", "--tags", "a, b"])
+    cfg = s.load(args, {"STOCK_PORT": "3", "T_ON": "true", "T_INNER_NAME": "y"})
+    assert cfg == _Outer(port=5, tags=("a", "b"), on=True, inner=_Inner(size_mb=1024, name="y"))
+    # Ours win over the stock name; the flag over both.
+    assert s.load(None, {"STOCK_PORT": "3", "T_PORT": "4"}).port == 4
+    assert s.load(None, {}) == _Outer()
+    with pytest.raises(TypeError, match="unknown settings: nope"):
+        s.load(None, {}, nope=1)
+
+
+def test_parse_memory_mb():
+    assert parse_memory_mb("2g") == 2048 and parse_memory_mb("512 MB") == 512
+    assert parse_memory_mb(64) == 64
+    with pytest.raises(ValueError):
+        parse_memory_mb("lots")
