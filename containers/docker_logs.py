@@ -32,9 +32,10 @@ import calendar
 import json
 import re
 import struct
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from time import gmtime
 
@@ -123,19 +124,23 @@ def json_lines(time: str, stream: str, text: str) -> Iterator[bytes]:
     ).encode()
 
 
+RECENT = 256  # consumed entries remembered, to skip when the engine serves them again
+
+
 @dataclass(slots=True)
 class Cursor:
-    """Where the next read starts: entries at ``since_ns`` of which ``seen`` were consumed."""
+    """Where the next read starts: at the timestamp of the last entry consumed, skipping the
+    recently consumed entries the engine serves again. Its ``since`` is by time, but the log
+    is in arrival order and stdout and stderr are stamped by separate readers, so entries
+    consumed just before the last one (the rest of a stdout burst, behind an earlier-stamped
+    stderr line) may carry later timestamps than it."""
 
     since_ns: int | None = None
-    stamp: str = ""  # the engine's timestamp text of the last consumed entry
-    seen: int = 0
+    recent: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=RECENT))
 
-    def advance(self, stamp: str, ns: int) -> None:
-        if stamp == self.stamp:
-            self.seen += 1
-        else:
-            self.stamp, self.since_ns, self.seen = stamp, ns, 1
+    def advance(self, stamp: str, ns: int, stream: str) -> None:
+        self.since_ns = ns
+        self.recent.append((stamp, stream))
 
 
 # (since, follow) -> an async context manager yielding the response body's chunks
@@ -199,7 +204,7 @@ class EngineLog:
         last_progress = loop.time()
         cursor = self.cursor
         since = since_param(cursor.since_ns) if cursor.since_ns is not None else None
-        skip_stamp, skip = cursor.stamp, cursor.seen
+        served_again = Counter(cursor.recent)  # consumed already: skip them once each
         decoder = FrameDecoder()
         async with self._open(since, wait_for_sentinels) as chunks:
             it = chunks.__aiter__()
@@ -214,15 +219,13 @@ class EngineLog:
                     return parser.lines, not wait_for_sentinels
                 for stream, payload in decoder.feed(chunk):
                     stamp, text = split_entry(payload)
-                    if skip:
-                        if stamp == skip_stamp:
-                            skip -= 1
-                            continue
-                        skip = 0  # the engine's order differs from ours: take everything
+                    if served_again[stamp, stream]:
+                        served_again[stamp, stream] -= 1
+                        continue
                     ns, time = self._time(stamp)
                     for raw in json_lines(time, stream, text):
                         parser.feed(raw)
-                    cursor.advance(stamp, ns)
+                    cursor.advance(stamp, ns, stream)
                     last_progress = loop.time()
                     if parser.complete:
                         return parser.lines, True

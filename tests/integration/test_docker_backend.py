@@ -19,6 +19,7 @@ carries the engine fixture's label, so the fixture removes whatever a failed tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import itertools
 import json
@@ -42,6 +43,7 @@ from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
 from containers.docker_logs import (
     Cursor,
+    EngineLog,
     FrameDecoder,
     epoch_ns,
     iso_ns,
@@ -62,6 +64,7 @@ from tests.integration.test_process_backend import (
     result,
     run,
 )
+from whisk.protocol.logs import SENTINEL
 
 pytestmark = pytest.mark.services
 
@@ -626,6 +629,42 @@ def test_frames_split_anywhere_are_reassembled() -> None:
         ]
 
 
+async def test_entries_served_again_after_an_early_stamped_stderr_line_are_skipped() -> None:
+    """The engine's log is in arrival order, its ``since`` by time: a stderr sentinel stamped
+    before the end of a stdout burst but logged after it is the last entry read, so the next
+    read's ``since`` serves the burst's tail again (seen as a flaky duplicate of an earlier
+    activation's lines on dockerd). It is skipped, and nothing of the next call is lost."""
+    sentinel = SENTINEL + "\n"
+    log = [  # (stream, ns, text), in the order the engine logged them
+        *((1, 100 + i, f"line {i}\n") for i in range(5)),
+        (1, 106, sentinel),
+        (2, 102, sentinel),  # stamped while stdout's burst was still being read
+        (1, 200, "next\n"),
+        (1, 201, sentinel),
+        (2, 202, sentinel),
+    ]
+
+    def stamp(ns: int) -> str:
+        return f"2024-05-29T16:26:40.{ns:09d}Z"
+
+    @contextlib.asynccontextmanager
+    async def open_logs(since: str | None, follow: bool):
+        since_ns = 0 if since is None else int(since.split(".")[1])
+
+        async def chunks():
+            for stream, ns, text in log:
+                if ns >= since_ns:
+                    yield frame(stream, f"{stamp(ns)} {text}".encode())
+
+        yield chunks()
+
+    reader = EngineLog(open_logs)
+    first, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
+    assert complete and [ln.text for ln in first] == [f"line {i}\n" for i in range(5)]
+    second, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
+    assert complete and [ln.text for ln in second] == ["next\n"]
+
+
 def test_timestamps_are_normalised_to_nanoseconds_utc() -> None:
     ns = epoch_ns("2024-05-29T16:26:40.590123456Z")
     assert ns is not None and iso_ns(ns) == "2024-05-29T16:26:40.590123456Z"
@@ -669,13 +708,16 @@ def test_docker_times_are_normalised() -> None:
     assert normalised(same) is same
 
 
-def test_cursor_counts_entries_with_the_same_timestamp() -> None:
+def test_cursor_restarts_at_the_last_entry_and_remembers_the_recent_ones() -> None:
     c = Cursor()
-    c.advance("T1", 1)
-    c.advance("T1", 1)
-    assert (c.stamp, c.since_ns, c.seen) == ("T1", 1, 2)
-    c.advance("T2", 2)
-    assert (c.stamp, c.since_ns, c.seen) == ("T2", 2, 1)
+    c.advance("T1", 1, "stdout")
+    c.advance("T3", 3, "stdout")
+    c.advance("T2", 2, "stderr")  # stamped before the stdout burst's tail, logged after it
+    assert c.since_ns == 2  # the engine serves T2 and T3 again: both are skipped
+    assert list(c.recent) == [("T1", "stdout"), ("T3", "stdout"), ("T2", "stderr")]
+    for i in range(300):
+        c.advance(f"U{i}", 10 + i, "stdout")
+    assert len(c.recent) == 256 and c.recent[-1] == ("U299", "stdout")
 
 
 async def test_cpu_time_of_a_call_is_measured(make: shared.Maker) -> None:
