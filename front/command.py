@@ -27,8 +27,12 @@ async def serve(cfg: configuration.FrontConfig) -> None:
 
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
-    await bus.wait_ready()
-    await store.wait_ready()
+    try:
+        await bus.wait_ready()
+        await store.wait_ready()
+    except BaseException:
+        await store.close()  # its HTTP session, before the one-line error
+        raise
     front = await start_front(
         bus=bus,
         store=store,

@@ -28,25 +28,45 @@ HTTP_FIELDS = (
 )
 
 
+def _shared(name: str, *stock: str) -> tuple[str, ...]:
+    """Environment names of a setting the front shares with the invokers: the stock names,
+    then the invoker's own (one environment serves both on a host); OW_FRONT_ wins."""
+    return (*stock, f"OW_INVOKER_{name.upper()}")
+
+
 @dataclass(frozen=True)
 class FrontConfig:
-    kafka: str = setting("127.0.0.1:9092", env=("KAFKA_HOSTS",), help="Kafka bootstrap servers")
-    topic_prefix: str = setting(
-        "", env=("CONFIG_whisk_kafka_topics_prefix",), help="Kafka topic prefix"
+    kafka: str = setting(
+        "127.0.0.1:9092", env=_shared("kafka", "KAFKA_HOSTS"), help="Kafka bootstrap servers"
     )
-    couchdb_url: str = setting("http://127.0.0.1:5984", help="CouchDB-API server URL")
+    topic_prefix: str = setting(
+        "",
+        env=_shared("topic_prefix", "CONFIG_whisk_kafka_topics_prefix"),
+        help="Kafka topic prefix",
+    )
+    couchdb_url: str = setting(
+        "http://127.0.0.1:5984", env=_shared("couchdb_url"), help="CouchDB-API server URL"
+    )
     couchdb_user: str = setting(
-        "whisk_admin", env=("CONFIG_whisk_couchdb_username",), help="CouchDB user"
+        "whisk_admin",
+        env=_shared("couchdb_user", "CONFIG_whisk_couchdb_username"),
+        help="CouchDB user",
     )
     couchdb_password: str = setting(
-        "some_passw0rd", env=("CONFIG_whisk_couchdb_password",), help="CouchDB password"
+        "some_passw0rd",
+        env=_shared("couchdb_password", "CONFIG_whisk_couchdb_password"),
+        help="CouchDB password",
     )
     db_prefix: str = setting(
-        "whisk_local_", env=("DB_PREFIX",), help="CouchDB database name prefix"
+        "whisk_local_", env=_shared("db_prefix", "DB_PREFIX"), help="CouchDB database name prefix"
     )
-    db_whisks: str | None = setting(None, env=("DB_WHISK_ACTIONS",), help="actions database name")
+    db_whisks: str | None = setting(
+        None, env=_shared("db_whisks", "DB_WHISK_ACTIONS"), help="actions database name"
+    )
     db_activations: str | None = setting(
-        None, env=("DB_WHISK_ACTIVATIONS",), help="activations database name"
+        None,
+        env=_shared("db_activations", "DB_WHISK_ACTIVATIONS"),
+        help="activations database name",
     )
     controller_id: str = setting("0", help="controller instance (completed<C>)")
     host: str = setting("127.0.0.1", help="API listen address")

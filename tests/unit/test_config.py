@@ -212,6 +212,16 @@ def test_front_reads_the_stock_names_of_kafka_and_couchdb():
     assert (cfg.whisks_db, cfg.activations_db) == ("my_whisks", "x_activations")
 
 
+def test_front_reads_the_invokers_own_names_for_what_they_share():
+    """One environment for a host (docs/operations.md sets OW_INVOKER_COUCHDB_URL once for
+    the front and the invokers); the front's own prefix still wins."""
+    env = {"OW_INVOKER_COUCHDB_URL": "http://couch:5984", "OW_INVOKER_KAFKA": "k:9092"}
+    cfg = front_config.load(_args("front"), env)
+    assert (cfg.couchdb_url, cfg.kafka) == ("http://couch:5984", "k:9092")
+    cfg = front_config.load(_args("front"), {**env, "OW_FRONT_COUCHDB_URL": "http://mine:1"})
+    assert cfg.couchdb_url == "http://mine:1"
+
+
 def test_front_flags_env_and_file(tmp_path):
     path = _toml(tmp_path, '[invoker]\npolicy = "fifo"\n\n[front]\nport = 4000\nhost = "0.0.0.0"\n')
     cfg = front_config.load(
