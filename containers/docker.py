@@ -276,7 +276,9 @@ class DockerContainer:
 
     async def pause(self) -> None:
         self._check()
-        self._client.close()  # as the reference: no connection is kept to a paused container
+        # As the reference, no idle connection is kept to a paused container; a call paused
+        # in /run (preemption) keeps its own, and the freezer keeps the socket open.
+        self._client.close_idle()
         await self._engine_call(self._engine.pause(self.id))
 
     async def resume(self) -> None:

@@ -280,6 +280,12 @@ class RuntimeClient:
             self._conn.close()
             self._conn = None
 
+    def close_idle(self) -> None:
+        """Drop the kept connection unless a request is using it (a call paused in /run
+        keeps its connection, and gets its answer once resumed)."""
+        if self._conn is not None and self._conn.waiter is None:
+            self.close()
+
     async def _post(
         self, head: bytes, body: bytes, timeout_s: float, retry_connect: bool
     ) -> HttpResult:

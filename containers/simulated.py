@@ -12,6 +12,10 @@ part is stretched by the same factor ``a`` so that the demand equals the group's
 ``sum(c / (w + c * a)) = cores``, and waiting parts are not slowed. Pure CPU-bound calls
 therefore get ``min(1, cores / running)`` of a core each, and a call that mostly waits
 loses almost nothing beside one that computes; a misjudged share has a cost.
+
+Pausing a container (preemption) freezes its call's progress; each pause and each resume
+takes ``pause_s / 2`` (the engine's latency), during which the call still runs (and shares
+its core with whatever was given it) or stays frozen.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class SimulatedCpu:
 
     def __init__(self) -> None:
         self._jobs: dict[int, _Job] = {}
+        self._held: dict[int, _Job] = {}  # frozen (paused containers)
         self._ids = itertools.count()
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -124,6 +129,7 @@ class SimulatedCpu:
         try:
             await job.done
         finally:
+            self._held.pop(job.jid, None)
             if job.jid in self._jobs:  # cancelled (timeout): stop charging the CPU for it
                 loop = asyncio.get_running_loop()
                 self._advance(loop)
@@ -133,6 +139,33 @@ class SimulatedCpu:
     async def run(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> None:
         """A call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU."""
         await self.wait(self.submit(work_s, cores, cpu_s))
+
+    def hold(self, job: _Job) -> None:
+        """Freeze a submitted call (its container is paused): it makes no progress and
+        uses no CPU until :meth:`release`."""
+        if job.jid in self._jobs:
+            loop = asyncio.get_running_loop()
+            self._advance(loop)
+            del self._jobs[job.jid]
+            self._held[job.jid] = job
+            self._reschedule(loop)
+
+    def release(self, job: _Job) -> None:
+        if self._held.pop(job.jid, None) is not None:
+            loop = asyncio.get_running_loop()
+            self._advance(loop)
+            self._jobs[job.jid] = job
+            self._reschedule(loop)
+
+    def move(self, job: _Job, cores: frozenset[int]) -> None:
+        """The call's container was given other cores (a resume elsewhere)."""
+        if job.jid in self._jobs:
+            loop = asyncio.get_running_loop()
+            self._advance(loop)
+            job.group = cores
+            self._reschedule(loop)
+        else:
+            job.group = cores
 
     def done(self, job: _Job) -> float:
         """The fraction of the call done by now (its CPU and waiting parts interleave
@@ -149,6 +182,8 @@ class SimulatedContainer:
         self._cores: frozenset[int] = frozenset({0})
         self._cpu = CpuTimes(0.0)  # as of the end of the last /run
         self._running: tuple[_Job, float] | None = None  # the call in /run, since when
+        self._paused_at: float | None = None
+        self._paused_s = 0.0  # of the call in /run: frozen time is no wait for the CPU
 
     async def init(self, body: bytes, timeout_s: float) -> HttpResult:
         if self._backend.init_s:
@@ -165,18 +200,21 @@ class SimulatedContainer:
         started = loop.time()
         job = self._backend.cpu.submit(work, self._cores, cpu)
         self._running = (job, started)
+        self._paused_s = 0.0
         try:
             async with asyncio.timeout(timeout_s):
                 await self._backend.cpu.wait(job)
         finally:
             self._running = None
         # Time beyond the call's own is time its CPU part waited for the shared core.
-        waited = max(0.0, loop.time() - started - work)
+        waited = max(0.0, loop.time() - started - work - self._paused_s)
         self._cpu = CpuTimes(self._cpu.used + max(0.0, cpu), self._cpu.waited + waited)
         return HttpResult(200, b'{"ok":true}', work)
 
     async def assign_cores(self, cores: frozenset[int]) -> None:
         self._cores = cores
+        if self._running is not None:
+            self._backend.cpu.move(self._running[0], cores)
 
     async def cpu_times(self) -> CpuTimes | None:
         """Counters as a real container's: during /run, the CPU the call has used so far
@@ -185,7 +223,9 @@ class SimulatedContainer:
             return self._cpu
         job, started = self._running
         done = self._backend.cpu.done(job)
-        elapsed = asyncio.get_running_loop().time() - started
+        now = asyncio.get_running_loop().time()
+        frozen = self._paused_s + (now - self._paused_at if self._paused_at is not None else 0.0)
+        elapsed = now - started - frozen
         waited = max(0.0, elapsed - done * (job.cpu + job.wait))
         return CpuTimes(self._cpu.used + done * job.cpu, self._cpu.waited + waited)
 
@@ -195,10 +235,20 @@ class SimulatedContainer:
         return [], True
 
     async def pause(self) -> None:
-        pass
+        if self._backend.pause_s:
+            await asyncio.sleep(self._backend.pause_s / 2)
+        if self._running is not None:
+            self._backend.cpu.hold(self._running[0])
+            self._paused_at = asyncio.get_running_loop().time()
 
     async def resume(self) -> None:
-        pass
+        if self._backend.pause_s:
+            await asyncio.sleep(self._backend.pause_s / 2)
+        if self._running is not None:
+            self._backend.cpu.release(self._running[0])
+        if self._paused_at is not None:
+            self._paused_s += asyncio.get_running_loop().time() - self._paused_at
+            self._paused_at = None
 
     async def was_oom_killed(self) -> bool:
         return False
@@ -208,13 +258,17 @@ class SimulatedContainer:
 
 
 class SimulatedBackend:
-    """Containers cost ``cold_start_s`` to create and ``init_s`` to initialise."""
+    """Containers cost ``cold_start_s`` to create, ``init_s`` to initialise and
+    ``pause_s`` to pause and resume."""
 
     name = "simulated"
 
-    def __init__(self, cold_start_s: float = 0.0, init_s: float = 0.0) -> None:
+    def __init__(
+        self, cold_start_s: float = 0.0, init_s: float = 0.0, pause_s: float = 0.0
+    ) -> None:
         self.cold_start_s = cold_start_s
         self.init_s = init_s
+        self.pause_s = pause_s
         self.cpu = SimulatedCpu()
         self.created = 0
         self.live = 0

@@ -70,6 +70,66 @@ class CpuMark:
     times: CpuTimes
 
 
+UNBOUNDED_S = 365 * 24 * 3600.0  # a pausable /run's own timeout: its time limit rules
+
+
+class Pausable:
+    """A call in ``/run`` that the node may pause (preemption): pausing freezes its
+    container and stops the time limit's timer, so paused time does not count against the
+    action's limit; resuming does the opposite. Once the run has ended nothing is paused
+    any more (:meth:`end` resumes a container frozen in that race)."""
+
+    def __init__(self, container: Container, limit: asyncio.Timeout, clock: Clock) -> None:
+        self.container = container
+        self.limit = limit
+        self.clock = clock
+        self.paused_s = 0.0  # time spent paused, over the whole run
+        self._paused_at: float | None = None
+        self._left_s = 0.0  # of the time limit, when paused
+        self._ended = False
+        self._lock = asyncio.Lock()
+
+    async def pause(self) -> float:
+        """Freeze the call; returns what the pause took (0 if the run had ended)."""
+        async with self._lock:
+            if self._ended or self._paused_at is not None:
+                return 0.0
+            loop = asyncio.get_running_loop()
+            when = self.limit.when()
+            self._left_s = max(0.0, when - loop.time()) if when is not None else 0.0
+            self.limit.reschedule(None)
+            t0 = self.clock.now()
+            self._paused_at = t0
+            await self.container.pause()
+            return self.clock.now() - t0
+
+    async def resume(self, cores: frozenset[int] | None = None) -> float:
+        """Let the call go on (on ``cores``, if given); returns what the resume took."""
+        async with self._lock:
+            if self._paused_at is None:
+                return 0.0
+            t0 = self.clock.now()
+            if cores is not None:
+                await self.container.assign_cores(cores)
+            await self.container.resume()
+            self._unpaused()
+            return self.clock.now() - t0
+
+    def _unpaused(self) -> None:
+        assert self._paused_at is not None
+        self.paused_s += self.clock.now() - self._paused_at
+        self._paused_at = None
+        if not self._ended:
+            self.limit.reschedule(asyncio.get_running_loop().time() + self._left_s)
+
+    async def end(self) -> None:
+        async with self._lock:
+            self._ended = True
+            if self._paused_at is not None:  # paused just as it answered
+                await self.container.resume()
+                self._unpaused()
+
+
 @dataclass(slots=True)
 class Job:
     """A received activation with its action resolved, waiting for or holding a core.
@@ -87,6 +147,8 @@ class Job:
     platform_env: dict[str, str] | None = None
     parsed: ActivationMessage | None = None
     in_run: CpuMark | None = None  # set while in /run with its CPU measured
+    pausable: Pausable | None = None  # set while in /run when the node may preempt it
+    pause_cost_s: float = 0.0  # what its last pause took (the resume adds its own)
 
     @property
     def msg(self) -> ActivationMessage:
@@ -118,8 +180,11 @@ class ActivationRunner:
         clock: Clock,
         metrics: InvokerMetrics,
         sentinelled: Callable[[Action], bool] = lambda action: True,
+        preemptive: bool = False,
     ) -> None:
+        """``preemptive``: calls in /run may be paused (:class:`Pausable`)."""
         self.pool = pool
+        self.preemptive = preemptive
         self.acks = acks
         self.records = records
         self.clock = clock
@@ -207,10 +272,13 @@ class ActivationRunner:
                     dumps(run_body(msg, action, deadline)),
                     timeout_s,
                     max_payload=job.max_payload,
+                    job=job if self.preemptive else None,
                 )
             finally:
                 job.in_run = None
-            run_s = self.clock.now() - t0
+            paused_s = job.pausable.paused_s if job.pausable is not None else 0.0
+            job.pausable = None
+            run_s = self.clock.now() - t0 - paused_s
             self.metrics.duration.observe(run_s)
             response = result
             cpu_after = await container.cpu_times() if cpu_before is not None else None
@@ -297,13 +365,23 @@ class ActivationRunner:
         *,
         during_init: bool = False,
         max_payload: int = MIB,
+        job: Job | None = None,
     ) -> tuple[ActivationResponse | None, bool]:
-        """POST /init or /run; returns (error-or-result, timed_out). For /init, None = ok."""
+        """POST /init or /run; returns (error-or-result, timed_out). For /init, None = ok.
+        With ``job``, the /run may be paused (``job.pausable``)."""
         try:
             if during_init:
                 answer: HttpResult = await container.init(body, timeout_s)
                 return interpret_init(answer.status, answer.body), False
-            answer = await container.run(body, timeout_s)
+            if job is None:
+                answer = await container.run(body, timeout_s)
+            else:
+                async with asyncio.timeout(timeout_s) as limit:
+                    job.pausable = pausable = Pausable(container, limit, self.clock)
+                    try:
+                        answer = await container.run(body, UNBOUNDED_S)
+                    finally:
+                        await pausable.end()
             return interpret_run(answer.status, answer.body, max_payload, answer.length), False
         except TimeoutError:
             ms = int(timeout_s * 1000)

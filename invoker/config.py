@@ -135,6 +135,11 @@ class InvokerConfig:
         factory=tuple, help="extra stem cells KIND:COUNT:MEMORY_MB, e.g. python:3.11:2:256"
     )
     max_pending: int = setting(100_000, help="activations held before consumption pauses")
+    preempt: bool = setting(
+        False,
+        help="pause a running call for a much shorter waiting one; paused time does not "
+        "count against its time limit (docs/policies.md)",
+    )
     record_spool_mb: int = setting(512, help="disk kept for records while CouchDB is down")
     gpu: GpuConfig | None = setting(  # noqa: RUF009 (a field(), as every setting() is)
         None,

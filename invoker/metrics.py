@@ -80,6 +80,12 @@ class InvokerMetrics:
         )
         self.queue_length = Gauge("invoker_queue_length", "Calls waiting for a core", registry=r)
         self.running = Gauge("invoker_running_calls", "Calls running now", registry=r)
+        self.paused = Gauge(
+            "invoker_paused_calls", "Running calls paused for a shorter one (--preempt)", registry=r
+        )
+        self.preemptions = Counter(
+            "invoker_preemptions", "Running calls paused for a shorter one (--preempt)", registry=r
+        )
         self.pending = Gauge(
             "invoker_pending_activations", "Received and not yet finished", registry=r
         )

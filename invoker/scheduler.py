@@ -18,12 +18,20 @@ of its group opens a :class:`Shared`, which holds a whole core (``SHARED_SHARE``
 call runs in it; until N calls run in it, the group's waiting calls *join* it, best
 (priority, order) first, taking no core and no memory of their own, ahead of the head of
 the queue (which could not have had that core anyway).
+
+Preemption (opt-in, :class:`Preemption`): when the head of the queue cannot start and a
+running call that holds a core alone is expected to need much longer than the head, that
+call is paused (:meth:`NodeScheduler.pause`) and its core given to the head. Expected
+remaining time is the function's E[p] at the call's start minus the time it has run. Paused
+calls resume first when a core frees (:meth:`NodeScheduler.resume`, least remaining first);
+a call is paused at most ``max_pauses`` times, and at most ``max_paused`` calls are paused at
+once (their containers keep their memory).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +58,37 @@ class Call(Generic[T]):
     limit: int = 1  # calls its container may run at once
     shared: Shared | None = None  # the container it runs in, when ``limit`` > 1
     waiting: bool = True  # queued; False once started (its other heap entry is then stale)
+    # Preemption: E[p] when it started, run time before the current stretch (which began
+    # at ``resumed``), how often it was paused, and since when it is (None: not paused).
+    expected: float = 0.0
+    ran_s: float = 0.0
+    resumed: float | None = None
+    pauses: int = 0
+    paused_at: float | None = None
+
+    def remaining(self, now: float) -> float:
+        """Expected time still to run: E[p] at its start minus the time it has run."""
+        stretch = now - self.resumed if self.resumed is not None else 0.0
+        return max(0.0, self.expected - self.ran_s - stretch)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """When a running call may be paused for a waiting one. ``ratio``: the waiting call's
+    expected time must be at most this fraction of the running call's expected remaining
+    time; and the time saved (the difference) must exceed ``pause_cost_s``, the cost of a
+    pause and resume, which measurements replace (:meth:`NodeScheduler.observe_pause`)."""
+
+    ratio: float = 0.5
+    pause_cost_s: float = 0.01
+    max_paused: int = 8
+    max_pauses: int = 4
+
+    def __post_init__(self) -> None:
+        if not 0 < self.ratio < 1 or self.pause_cost_s < 0:
+            raise ValueError("preemption: 0 < ratio < 1 and pause_cost_s >= 0")
+        if self.max_paused < 1 or self.max_pauses < 1:
+            raise ValueError("preemption: max_paused and max_pauses must be >= 1")
 
 
 @dataclass(slots=True, eq=False)
@@ -205,6 +244,7 @@ class NodeScheduler(Generic[T]):
         policy: Policy,
         cores: Sequence[int] | Cores,
         stats: FunctionStats | None = None,
+        preemption: Preemption | None = None,
     ) -> None:
         self.cores_table = cores if isinstance(cores, Cores) else Cores(cores)
         self.policy = policy
@@ -222,6 +262,13 @@ class NodeScheduler(Generic[T]):
         self._groups: dict[Hashable, _Group] = {}
         self._joinable: dict[Hashable, _Group] = {}
         self._stale = 0
+        # Preemption (None: off): the calls on cores that may be paused, and those paused.
+        self.preemption = preemption if policy.exclusive_cores else None
+        self.pause_cost_s = preemption.pause_cost_s if preemption else 0.0
+        self._on_core: set[Call[T]] = set()
+        self._paused: list[Call[T]] = []
+        self._handing_over: Call[T] | None = None  # paused for the head, until it starts
+        self.preempted = 0  # pauses so far
 
     @property
     def queued(self) -> int:
@@ -273,7 +320,10 @@ class NodeScheduler(Generic[T]):
     def _plan(
         self,
     ) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float, Shared | None] | None:
-        """(heap, core, share, container to join) of the call that can start now, or None."""
+        """(heap, core, share, container to join) of the call that can start now, or None
+        (also while a paused call could resume: it goes first)."""
+        if self._paused and self._handing_over is None and self._can_resume() is not None:
+            return None
         if self._joinable:
             g = next(iter(self._joinable.values()))
             while not g.heap[0][3].waiting:  # ``waiting`` > 0: a live entry is below
@@ -347,13 +397,17 @@ class NodeScheduler(Generic[T]):
             raise RuntimeError("no call can start: queue empty or no core has room")
         heap, core, share, shared = plan
         call = heapq.heappop(heap)[3]
+        self._handing_over = None
         call.waiting = False
-        call.started = now
+        call.started = call.resumed = now
         self.running += 1
         group = call.group
         if group is None:
             if core is not None:
                 self.cores_table.take(core, call.function, share)
+                if self.preemption is not None:
+                    call.expected = self.stats.expected(call.function)
+                    self._on_core.add(call)
             call.core, call.share = core, share
             return call
         g = self._groups[group]
@@ -413,6 +467,119 @@ class NodeScheduler(Generic[T]):
         if g is not None:
             self._refresh(shared.group, g)
 
+    # -- preemption --
+
+    @property
+    def paused(self) -> int:
+        return len(self._paused)
+
+    def preemption_victim(
+        self, now: float, pausable: Callable[[Call[T]], bool] = lambda call: True
+    ) -> Call[T] | None:
+        """The running call to pause so that the head of the queue can start, or None: the
+        head cannot start now, and among the calls alone on their core (``pausable`` ones:
+        the caller's say, e.g. that its /run is under way), the one expected to need the
+        longest still needs more than the head's E[p] / ``ratio``, by more than the pause
+        costs. None while ``max_paused`` calls are paused, or while a paused call could
+        resume instead."""
+        rule = self.preemption
+        if rule is None or len(self._paused) >= rule.max_paused or self._can_resume():
+            return None
+        plan = self._plan()
+        if plan is not None:
+            return None  # the head can start without
+        head = self._head()
+        if head is None or head.group is not None:
+            return None
+        wanted = self.stats.expected(head.function)
+        table = self.cores_table
+        best: Call[T] | None = None
+        best_left = 0.0
+        for call in self._on_core:
+            if call.core is None or table.calls[call.core] != 1:
+                continue
+            left = call.remaining(now)
+            if left > best_left and pausable(call):
+                best, best_left = call, left
+        if best is None or not self._outweighs(wanted, best, best_left):
+            return None
+        return best
+
+    def _outweighs(self, wanted: float, call: Call[T], left: float) -> bool:
+        """Whether a waiting call expected to take ``wanted`` may go before ``call``, which
+        is expected to need ``left`` more: much shorter, by more than a pause costs, and
+        ``call`` not yet paused ``max_pauses`` times."""
+        rule = self.preemption
+        assert rule is not None
+        return (
+            call.pauses < rule.max_pauses
+            and wanted <= rule.ratio * left
+            and left - wanted > self.pause_cost_s
+        )
+
+    def pause(self, call: Call[T], now: float) -> None:
+        """Take the running call off its core, for the head of the queue to :meth:`start`
+        on it next (or, if the head cannot have it after all, :meth:`unpause`)."""
+        if call not in self._on_core or call.core is None:
+            raise RuntimeError("pause() of a call that does not hold a core alone")
+        self._on_core.discard(call)
+        if call.resumed is not None:
+            call.ran_s += now - call.resumed
+        call.resumed = None
+        call.paused_at = now
+        call.pauses += 1
+        if call.overrun:
+            self.cores_table.observe(call.core, call.share, call.overrun, call.share)
+            call.overrun = 0.0
+        self.cores_table.give(call.core, call.function, call.share, None)
+        call.core = None
+        self._paused.append(call)
+        self._handing_over = call
+        self.preempted += 1
+
+    def unpause(self, call: Call[T], now: float) -> None:
+        """Undo the :meth:`pause` just made (the head could not start: no memory)."""
+        if call is not self._handing_over:
+            raise RuntimeError("unpause() of a call that is not the one just paused")
+        self._handing_over = None
+        self._paused.remove(call)
+        self._put_on_core(call, now)
+        call.pauses -= 1
+        self.preempted -= 1
+
+    def _can_resume(self) -> Call[T] | None:
+        """The paused call to resume now (least expected remaining time first), if a core
+        has room for it."""
+        table = self.cores_table
+        for call in sorted(self._paused, key=lambda c: (c.expected - c.ran_s, c.seq)):
+            if table.place(call.share) is not None:
+                return call
+        return None
+
+    def resume(self, now: float) -> Call[T] | None:
+        """Put a paused call back on a core (returned; its container is to be resumed on
+        ``call.core``), or None if none can resume now."""
+        if not self._paused:
+            return None
+        call = self._can_resume()
+        if call is None:
+            return None
+        self._paused.remove(call)
+        self._put_on_core(call, now)
+        return call
+
+    def _put_on_core(self, call: Call[T], now: float) -> None:
+        core = self.cores_table.place(call.share)
+        if core is None:
+            raise RuntimeError("no core has room for the paused call")
+        self.cores_table.take(core, call.function, call.share)
+        call.core, call.resumed, call.paused_at = core, now, None
+        self._on_core.add(call)
+
+    def observe_pause(self, seconds: float) -> None:
+        """A pause and resume were measured to cost ``seconds``: the estimate follows."""
+        self.pause_cost_s = 0.8 * self.pause_cost_s + 0.2 * max(0.0, seconds)
+
     def finish(
         self,
         call: Call[T],
@@ -429,6 +596,13 @@ class NodeScheduler(Generic[T]):
             raise RuntimeError("finish() of a call that was never started")
         call.started = None
         self.running -= 1
+        if self.preemption is not None:
+            self._on_core.discard(call)
+            if call.paused_at is not None:  # ended while paused (shutdown): holds no core
+                self._paused.remove(call)
+                call.paused_at = None
+                if self._handing_over is call:
+                    self._handing_over = None
         if call.shared is not None:
             self._leave(call, call.shared)
             if duration_s is not None:

@@ -31,7 +31,7 @@ from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
 from invoker.records import RecordWriter
-from invoker.scheduler import Call, NodeScheduler
+from invoker.scheduler import Call, NodeScheduler, Preemption
 from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 from whisk.bus import Bus, Consumer, Producer, Record
 from whisk.bus.kafka import INVOKER_TOPIC_CONFIG
@@ -55,6 +55,13 @@ from whisk.store import Store, StoreError
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+
+
+def _in_run(call: Call[Job]) -> bool:
+    """Whether a running call may be paused now: its /run is under way (not /init)."""
+    return call.payload.pausable is not None
+
+
 # Runtime families whose containers serve overlapping /run calls (__OW_ALLOW_CONCURRENT).
 CONCURRENT_FAMILIES = frozenset({"nodejs", BLACKBOX})
 COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
@@ -104,7 +111,10 @@ class Invoker:
         )
         self.policy = get_policy(config.policy)
         self.scheduler: NodeScheduler[Job] = NodeScheduler(
-            self.policy, config.action_cores, FunctionStats(window_s=config.fc_window_s)
+            self.policy,
+            config.action_cores,
+            FunctionStats(window_s=config.fc_window_s),
+            preemption=Preemption() if config.preempt else None,
         )
         # GPU actions queue apart (in receipt order; the GPU pool orders their device work),
         # but their CPU side takes its place on the same action cores as every other call.
@@ -152,6 +162,7 @@ class Invoker:
             clock,
             self.metrics,
             sentinelled=self._sentinelled,
+            preemptive=self.scheduler.preemption is not None,
         )
         self.enabled = True
         self.pending = 0
@@ -205,6 +216,7 @@ class Invoker:
         m = self.metrics
         m.queue_length.set_function(lambda: self.scheduler.queued)
         m.running.set_function(lambda: self.scheduler.running)
+        m.paused.set_function(lambda: self.scheduler.paused)
         m.pending.set_function(lambda: self.pending)
         m.spooled.set_function(lambda: self.records.spooled_now)
         m.enabled.set_function(lambda: 1 if self.enabled else 0)
@@ -312,6 +324,7 @@ class Invoker:
             "actionCores": list(self.config.action_cores),
             "queued": self.scheduler.queued,
             "running": self.scheduler.running,
+            "paused": self.scheduler.paused,
             "gpuCalls": {"queued": self.gpu_calls.queued, "running": self.gpu_calls.running},
             "cores": {
                 str(c): {
@@ -593,32 +606,68 @@ class Invoker:
             await self._wakeup.wait()
             self._wakeup.clear()
             for queue in queues:
-                while queue.can_start():
-                    head = queue.peek()
-                    assert head is not None
-                    job = head.payload
-                    joining = queue.joining()
-                    if joining is not None:  # a running container of its action has room
-                        lease = self.pool.join(joining.handle)
-                        if lease is None:  # it takes no more (a call in it failed)
-                            queue.close(joining)
-                            continue
-                    else:
-                        key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
-                        lease = self.pool.reserve(
-                            key,
-                            job.action.kind,
-                            job.action.limits.memory_mb,
-                            job.action.image,
-                            head.limit,
-                        )
-                        if lease is None:
-                            break  # wait for memory: a release wakes us
-                    call = queue.start(self.clock.now())
-                    if call.shared is not None and call.shared.handle is None:
-                        call.shared.handle = lease.slot  # what later calls join
-                    self._running[call] = queue
-                    self._spawn(self._execute(queue, call, lease))
+                self._resume_paused(queue)
+                while True:
+                    now = self.clock.now()
+                    victim = None
+                    if not queue.can_start():
+                        victim = queue.preemption_victim(now, _in_run)
+                        if victim is None:
+                            break
+                        queue.pause(victim, now)
+                    if not self._start_next(queue):
+                        if victim is not None:
+                            queue.unpause(victim, now)
+                        break
+                    if victim is not None:
+                        self.metrics.preemptions.inc()
+                        self._spawn(self._pause(victim))
+
+    def _start_next(self, queue: NodeScheduler[Job]) -> bool:
+        """Start the call the queue names (in a container of its own, or joining one of
+        its action's); False if it must wait for memory (a release wakes the loop)."""
+        head = queue.peek()
+        assert head is not None
+        job = head.payload
+        joining = queue.joining()
+        if joining is not None:  # a running container of its action has room
+            lease = self.pool.join(joining.handle)
+            if lease is None:  # it takes no more (a call in it failed): look again
+                queue.close(joining)
+                return True
+        else:
+            key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
+            lease = self.pool.reserve(
+                key,
+                job.action.kind,
+                job.action.limits.memory_mb,
+                job.action.image,
+                head.limit,
+            )
+            if lease is None:
+                return False
+        call = queue.start(self.clock.now())
+        if call.shared is not None and call.shared.handle is None:
+            call.shared.handle = lease.slot  # what later calls join
+        self._running[call] = queue
+        self._spawn(self._execute(queue, call, lease))
+        return True
+
+    def _resume_paused(self, queue: NodeScheduler[Job]) -> None:
+        while (call := queue.resume(self.clock.now())) is not None:
+            self._spawn(self._resume(queue, call))
+
+    async def _pause(self, call: Call[Job]) -> None:
+        pausable = call.payload.pausable
+        if pausable is not None:  # else its /run has just ended: nothing to freeze
+            call.payload.pause_cost_s = await pausable.pause()
+
+    async def _resume(self, queue: NodeScheduler[Job], call: Call[Job]) -> None:
+        pausable, core = call.payload.pausable, call.core
+        if pausable is not None:
+            cores = frozenset({core}) if core is not None else None
+            took = await pausable.resume(cores)
+            queue.observe_pause(call.payload.pause_cost_s + took)
 
     async def _execute(self, queue: NodeScheduler[Job], call: Call[Job], lease: Lease) -> None:
         job = call.payload

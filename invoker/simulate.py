@@ -49,6 +49,8 @@ class SimulationSettings:
     user_memory_mb: int = 32 * 1024
     action_memory_mb: int = 256
     warmup: bool = True
+    preempt: bool = False  # pause long calls for short ones (Preemption's defaults)
+    pause_s: float = 0.01  # what a pause and resume of a container cost
 
 
 async def _simulate(
@@ -58,7 +60,7 @@ async def _simulate(
     clock = LoopClock(loop, epoch_ms_at_start=1_700_000_000_000)
     bus = MemoryBus()
     store = EmbeddedStore(":memory:", threaded=False)
-    backend = SimulatedBackend(cold_start_s=settings.cold_start_s)
+    backend = SimulatedBackend(cold_start_s=settings.cold_start_s, pause_s=settings.pause_s)
     with tempfile.TemporaryDirectory(prefix="ow-sim-") as state:
         config = InvokerConfig(
             policy=policy,
@@ -68,6 +70,7 @@ async def _simulate(
             pause_grace_s=1e9,
             idle_timeout_s=1e9,
             max_pending=10**9,
+            preempt=settings.preempt,
         )
         invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=clock)
         revisions = {}
@@ -135,15 +138,18 @@ async def _simulate(
         collector.cancel()
         await asyncio.gather(collector, return_exceptions=True)
         cold = invoker.pool.cold_starts - cold_before
+        preemptions = invoker.scheduler.preempted
         busy = backend.cpu.busy_core_seconds
         await invoker.stop(deadline_s=0)
         await store.close()
     outcomes = [Outcome(c.function, r, c.duration_s) for c, r in zip(trace, responses, strict=True)]
     return {
         "policy": policy,
+        "preempt": settings.preempt,
         "cores": settings.cores,
         **summarize(outcomes),
         "cold_starts": cold,
+        "preemptions": preemptions,
         "makespan_s": makespan,
         "busy_core_seconds": busy,
     }
@@ -198,6 +204,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--memory-mb", type=positive_int, default=32 * 1024, help="user memory")
     parser.add_argument("--no-warmup", action="store_true", help="start cold, with no learnt E[p]")
+    parser.add_argument(
+        "--preempt",
+        action="store_true",
+        help="pause a running call for a much shorter waiting one (docs/policies.md)",
+    )
+    parser.add_argument(
+        "--pause-cost",
+        type=nonnegative_float,
+        default=0.01,
+        help="seconds a container's pause and resume take (with --preempt)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per policy")
 
 
@@ -219,6 +236,8 @@ def main(args: argparse.Namespace) -> int:
         cold_start_s=args.cold_start,
         user_memory_mb=args.memory_mb,
         warmup=not args.no_warmup,
+        preempt=args.preempt,
+        pause_s=args.pause_cost,
     )
     results = [simulate(trace, p, settings) for p in (args.policy or POLICY_NAMES)]
     if args.json:
@@ -227,7 +246,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     by_policy = {r["policy"]: r for r in results}
     base, stock = by_policy.get("fifo"), by_policy.get("openwhisk")
-    print(f"{len(trace)} calls, {args.cores} cores")
+    mode = f", preemption (pause {args.pause_cost:g} s)" if args.preempt else ""
+    print(f"{len(trace)} calls, {args.cores} cores{mode}")
     print(
         f"{'policy':<10} {'mean R':>9} {'p50 R':>8} {'p95 R':>8} {'p99 R':>8} "
         f"{'mean S':>9} {'cold':>5} {'R/FIFO':>7} {'R/ow':>6} {'S/ow':>6}"

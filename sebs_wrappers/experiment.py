@@ -42,6 +42,13 @@ if TYPE_CHECKING:
 Lateness = dict[tuple, dict[str, float]]
 
 HELP = "run the node-level scheduling experiment (SeBS functions x policies) and write a report"
+PREEMPT = "+preempt"  # a policy label's suffix: that policy, with --preempt
+
+
+def split_policy(label: str) -> tuple[str, bool]:
+    """``sept+preempt`` -> ("sept", True); ``fc`` -> ("fc", False)."""
+    return label.removesuffix(PREEMPT), label.endswith(PREEMPT)
+
 
 DEFAULT_POLICIES = ("openwhisk", "fifo", "sept", "eect", "rect", "fc")
 BASELINE = "openwhisk"
@@ -94,7 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
     a("--short", action="store_true", help="CI configuration: 3 fast functions, I=120, 15 s, 1 rep")
     a("--functions", nargs="+", help="benchmarks (ids or numbers; default: all 11)")
-    a("--policies", nargs="+", help=f"default: {' '.join(DEFAULT_POLICIES)}")
+    a(
+        "--policies",
+        nargs="+",
+        help=f"default: {' '.join(DEFAULT_POLICIES)}; POLICY{PREEMPT} runs POLICY with "
+        "--preempt (e.g. sept sept+preempt)",
+    )
     a(
         "--intensities",
         nargs="+",
@@ -135,6 +147,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default %(default)s; the stock manifest has python:3.10 and python:3.11)",
     )
     a("--resume", action="store_true", help="keep the policies already measured in --out")
+    a(
+        "--preempt",
+        action="store_true",
+        help=f"run every policy with --preempt (labels POLICY{PREEMPT}; docs/policies.md)",
+    )
     a(
         "--report-only",
         type=input_dir,
@@ -177,6 +194,8 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         base["apihost"] = args.apihost
         if not args.policies:
             base["policies"] = ["external"]
+    elif getattr(args, "preempt", False):
+        base["policies"] = [p if p.endswith(PREEMPT) else p + PREEMPT for p in base["policies"]]
     sizes: dict[str, str] = {}
     for v in args.size:
         key, _, size = v.rpartition("=")
@@ -279,8 +298,10 @@ async def run_policy(
     platform = None
     apihost = cfg.apihost
     if apihost is None:
+        name, preempt = split_policy(policy)
         platform = Platform(
-            policy,
+            name,
+            extra_args=("--preempt",) if preempt else (),
             cores=cfg.cores,
             user_memory_mb=cfg.user_memory_mb,
             state_dir=out / "state" / f"platform-{policy}",

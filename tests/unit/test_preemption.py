@@ -1,0 +1,171 @@
+"""Preemption in the node scheduler (pure logic, time passed in).
+
+A running call alone on its core is paused for the head of the queue when the head's E[p]
+is at most ``ratio`` of the running call's expected remaining time, by more than the pause
+cost; paused calls resume first (least remaining first), a call is paused at most
+``max_pauses`` times and at most ``max_paused`` calls are paused at once.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from invoker.scheduler import NodeScheduler, Preemption
+from policies import OPENWHISK, SEPT
+
+
+def trained(preemption: Preemption | None = Preemption(), cores=(0,)) -> NodeScheduler[str]:
+    """A SEPT scheduler that knows ``long`` takes 10 s and ``short`` 0.1 s."""
+    sched: NodeScheduler[str] = NodeScheduler(SEPT, cores=list(cores), preemption=preemption)
+    for fn, p in (("long", 10.0), ("short", 0.1)):
+        sched.admit(fn, "warm-up", 0.0)
+        sched.finish(sched.start(0.0), p, cpu_s=p)
+    return sched
+
+
+def test_a_short_call_pauses_a_long_one_and_the_long_one_resumes_first():
+    sched = trained(Preemption(max_pauses=2))
+    long = sched.admit("long", "L", 1.0)
+    assert sched.start(1.0) is long and long.core == 0
+    short = sched.admit("short", "S", 2.0)
+    assert not sched.can_start()
+    assert sched.preemption_victim(2.0) is long
+    sched.pause(long, 2.0)
+    assert long.core is None and long.pauses == 1 and sched.paused == 1
+    assert long.remaining(5.0) == pytest.approx(9.0)  # paused: its run time stands still
+    assert sched.start(2.0) is short and short.core == 0
+    sched.admit("short", "S2", 2.05)  # waits behind the paused call, not in front of it
+    assert sched.resume(2.05) is None  # the core is taken
+    sched.finish(short, 0.1, cpu_s=0.1)
+    assert not sched.can_start()  # the core is free, but the paused call comes first
+    assert sched.resume(2.1) is long and long.core == 0 and sched.paused == 0
+    assert long.remaining(3.1) == pytest.approx(8.0)
+    assert sched.preemption_victim(3.1) is long  # S2 is short enough: a second pause
+    sched.pause(long, 3.1)
+    s2 = sched.start(3.1)
+    sched.finish(s2, 0.1, cpu_s=0.1)
+    assert sched.resume(3.2) is long
+    assert sched.preemption_victim(3.3) is None  # nothing waits
+    sched.admit("short", "S3", 3.3)
+    assert sched.preemption_victim(3.3) is None  # paused twice (max_pauses): it finishes
+    sched.finish(long, 9.0, cpu_s=9.0)
+    assert sched.running == 0 and sched.cores_table.calls[0] == 0
+
+
+def test_no_preemption_when_the_saving_is_small_or_the_rule_is_off():
+    sched = trained()
+    long = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("long", "L2", 1.5)
+    assert sched.preemption_victim(1.5) is None  # 10 s is not much shorter than 9.5 s
+    sched.finish(long, 10.0, cpu_s=10.0)
+    sched.start(11.0)
+    sched.admit("short", "S", 20.9)  # L2 has 0.1 s left: nothing to gain
+    assert sched.preemption_victim(20.9) is None
+    off = trained(preemption=None)
+    off.admit("long", "L", 1.0)
+    off.start(1.0)
+    off.admit("short", "S", 2.0)
+    assert off.preemption_victim(2.0) is None
+    shared = NodeScheduler(OPENWHISK, cores=[0], preemption=Preemption())
+    assert shared.preemption is None  # the baseline has no exclusive cores to give
+
+
+def test_the_pause_cost_is_part_of_the_decision_and_follows_measurements():
+    sched = trained(Preemption(pause_cost_s=0.5, ratio=0.9))
+    sched.admit("long", "L", 1.0)
+    long = sched.start(1.0)
+    sched.admit("short", "S", 10.5)  # 0.1 s beside 0.5 s left: saves 0.4 s < 0.5 s
+    assert sched.preemption_victim(10.5) is None
+    for _ in range(20):
+        sched.observe_pause(0.001)
+    assert sched.pause_cost_s < 0.01
+    assert sched.preemption_victim(10.5) is long
+
+
+def test_bounds_on_paused_calls_and_the_callers_say():
+    sched = trained(Preemption(max_paused=1), cores=(0, 1))
+    a, b = sched.admit("long", "A", 1.0), sched.admit("long", "B", 1.0)
+    sched.start(1.0), sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    assert sched.preemption_victim(2.0, pausable=lambda call: False) is None
+    victim = sched.preemption_victim(2.0, pausable=lambda call: call is b)
+    assert victim is b
+    sched.pause(b, 2.0)
+    sched.start(2.0)
+    sched.admit("short", "S2", 2.01)
+    assert sched.preemption_victim(2.01) is None  # one paused already (max_paused=1)
+    with pytest.raises(RuntimeError):
+        sched.pause(b, 2.02)  # paused calls hold no core
+    assert a.core is not None
+
+
+def test_a_paused_call_that_ends_at_shutdown_leaves_no_trace():
+    sched = trained()
+    long = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    sched.pause(long, 2.0)
+    sched.finish(long, None)  # handed back while paused
+    assert sched.paused == 0 and sched.running == 0
+    assert sched.start(2.0).payload == "S"
+
+
+def test_preemption_rule_is_validated():
+    with pytest.raises(ValueError):
+        Preemption(ratio=1.5)
+    with pytest.raises(ValueError):
+        Preemption(max_pauses=0)
+
+
+def test_a_pause_the_head_cannot_use_is_undone():
+    sched = trained()
+    long = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    sched.pause(long, 2.0)
+    sched.unpause(long, 2.0)  # e.g. no memory for the short call's container
+    assert long.core == 0 and long.pauses == 0 and sched.paused == 0 and sched.preempted == 0
+    assert long.remaining(3.0) == pytest.approx(8.0)  # it kept running all along
+    with pytest.raises(RuntimeError):
+        sched.unpause(long, 3.0)
+
+
+def test_simulate_with_preempt_runs_the_same_code_and_shows_the_gain(capsys):
+    """`ow-invoker simulate --workload sebs --policy sept [--preempt] --json`: the service's
+    scheduler on a virtual clock (deterministic), paused calls included."""
+    from ow_invoker.cli import main
+
+    out = {}
+    for extra in ([], ["--preempt"]):
+        assert main(["simulate", "--workload", "sebs", "--policy", "sept", "--json", *extra]) == 0
+        out[bool(extra)] = json.loads(capsys.readouterr().out)
+    plain, preemptive = out[False], out[True]
+    assert plain["preempt"] is False and plain["preemptions"] == 0
+    assert preemptive["preempt"] is True and preemptive["preemptions"] > 0
+    assert preemptive["calls"] == plain["calls"]  # every call answered, paused ones too
+    assert preemptive["mean_response_s"] < plain["mean_response_s"]
+    assert preemptive["mean_stretch"] < plain["mean_stretch"]
+
+
+def test_the_flag_reaches_the_invoker_and_the_experiment_runner():
+    import argparse
+
+    from invoker import config
+    from sebs_wrappers.experiment import split_policy
+
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    assert config.load(parser.parse_args(["--preempt"]), {}).preempt is True
+    assert config.load(parser.parse_args([]), {}).preempt is False
+    assert config.load(parser.parse_args([]), {"OW_INVOKER_PREEMPT": "true"}).preempt is True
+    assert split_policy("sept+preempt") == ("sept", True)
+    assert split_policy("fc") == ("fc", False)
+    from sebs_wrappers import experiment
+
+    parser = argparse.ArgumentParser()
+    experiment.add_arguments(parser)
+    cfg = experiment.config_from_args(parser.parse_args(["--policies", "sept", "fc", "--preempt"]))
+    assert cfg.policies == ["sept+preempt", "fc+preempt"]
