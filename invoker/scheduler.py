@@ -268,6 +268,7 @@ class NodeScheduler(Generic[T]):
         self._on_core: set[Call[T]] = set()
         self._paused: list[Call[T]] = []
         self._handing_over: Call[T] | None = None  # paused for the head, until it starts
+        self._handed_core: int | None = None  # the core it left
         self.preempted = 0  # pauses so far
 
     @property
@@ -532,9 +533,9 @@ class NodeScheduler(Generic[T]):
             self.cores_table.observe(call.core, call.share, call.overrun, call.share)
             call.overrun = 0.0
         self.cores_table.give(call.core, call.function, call.share, None)
+        self._handing_over, self._handed_core = call, call.core
         call.core = None
         self._paused.append(call)
-        self._handing_over = call
         self.preempted += 1
 
     def unpause(self, call: Call[T], now: float) -> None:
@@ -543,7 +544,7 @@ class NodeScheduler(Generic[T]):
             raise RuntimeError("unpause() of a call that is not the one just paused")
         self._handing_over = None
         self._paused.remove(call)
-        self._put_on_core(call, now)
+        self._put_on_core(call, now, self._handed_core)  # where its container still is
         call.pauses -= 1
         self.preempted -= 1
 
@@ -568,8 +569,9 @@ class NodeScheduler(Generic[T]):
         self._put_on_core(call, now)
         return call
 
-    def _put_on_core(self, call: Call[T], now: float) -> None:
-        core = self.cores_table.place(call.share)
+    def _put_on_core(self, call: Call[T], now: float, core: int | None = None) -> None:
+        if core is None:
+            core = self.cores_table.place(call.share)
         if core is None:
             raise RuntimeError("no core has room for the paused call")
         self.cores_table.take(core, call.function, call.share)

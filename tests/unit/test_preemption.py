@@ -121,13 +121,16 @@ def test_preemption_rule_is_validated():
 
 
 def test_a_pause_the_head_cannot_use_is_undone():
-    sched = trained()
+    sched = trained(cores=(0, 1))
+    other = sched.admit("long", "O", 0.5)
     long = sched.admit("long", "L", 1.0)
-    sched.start(1.0)
+    sched.start(0.5), sched.start(1.0)
+    assert long.core == 1
+    sched.finish(other, 10.0, cpu_s=0.01)  # measured light: core 0 would take it now
     sched.admit("short", "S", 2.0)
     sched.pause(long, 2.0)
     sched.unpause(long, 2.0)  # e.g. no memory for the short call's container
-    assert long.core == 0 and long.pauses == 0 and sched.paused == 0 and sched.preempted == 0
+    assert long.core == 1 and long.pauses == 0 and sched.paused == 0 and sched.preempted == 0
     assert long.remaining(3.0) == pytest.approx(8.0)  # it kept running all along
     with pytest.raises(RuntimeError):
         sched.unpause(long, 3.0)
