@@ -32,7 +32,7 @@ import calendar
 import json
 import re
 import struct
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -124,23 +124,24 @@ def json_lines(time: str, stream: str, text: str) -> Iterator[bytes]:
     ).encode()
 
 
-RECENT = 256  # consumed entries remembered, to skip when the engine serves them again
-
-
 @dataclass(slots=True)
 class Cursor:
-    """Where the next read starts: at the timestamp of the last entry consumed, skipping the
-    recently consumed entries the engine serves again. Its ``since`` is by time, but the log
-    is in arrival order and stdout and stderr are stamped by separate readers, so entries
-    consumed just before the last one (the rest of a stdout burst, behind an earlier-stamped
-    stderr line) may carry later timestamps than it."""
+    """Where the next read starts: at the latest timestamp consumed, skipping the entries
+    consumed at that timestamp (``at_stamp``, by stream) and any stamped before it. Not at
+    the last entry read: the log is in arrival order but stdout and stderr are stamped by
+    separate readers, so a stderr sentinel stamped before the end of a stdout burst can be
+    read last, and a ``since`` at its time would serve the burst's tail again. An engine
+    whose ``since`` is coarser than its stamps serves older entries again too."""
 
     since_ns: int | None = None
-    recent: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=RECENT))
+    stamp: str = ""
+    at_stamp: Counter[str] = field(default_factory=Counter)
 
     def advance(self, stamp: str, ns: int, stream: str) -> None:
-        self.since_ns = ns
-        self.recent.append((stamp, stream))
+        if self.since_ns is None or ns > self.since_ns:
+            self.since_ns, self.stamp, self.at_stamp = ns, stamp, Counter()
+        if ns == self.since_ns:
+            self.at_stamp[stream] += 1
 
 
 # (since, follow) -> an async context manager yielding the response body's chunks
@@ -204,7 +205,7 @@ class EngineLog:
         last_progress = loop.time()
         cursor = self.cursor
         since = since_param(cursor.since_ns) if cursor.since_ns is not None else None
-        served_again = Counter(cursor.recent)  # consumed already: skip them once each
+        start_ns, served_again = cursor.since_ns, Counter(cursor.at_stamp)
         decoder = FrameDecoder()
         async with self._open(since, wait_for_sentinels) as chunks:
             it = chunks.__aiter__()
@@ -219,10 +220,13 @@ class EngineLog:
                     return parser.lines, not wait_for_sentinels
                 for stream, payload in decoder.feed(chunk):
                     stamp, text = split_entry(payload)
-                    if served_again[stamp, stream]:
-                        served_again[stamp, stream] -= 1
-                        continue
                     ns, time = self._time(stamp)
+                    if start_ns is not None and ns <= start_ns:
+                        if ns < start_ns:
+                            continue  # consumed before
+                        if served_again[stream]:
+                            served_again[stream] -= 1
+                            continue  # consumed at the latest timestamp
                     for raw in json_lines(time, stream, text):
                         parser.feed(raw)
                     cursor.advance(stamp, ns, stream)
