@@ -25,6 +25,7 @@ HTTP_FIELDS = (
     "max_memory_mb",
     "max_concurrency",
     "blocking_wait_s",
+    "sequence_max_length",
 )
 
 
@@ -86,13 +87,23 @@ class FrontConfig:
     blocking_wait_s: float = setting(
         60.0, help="how long a blocking invoke waits before answering 202"
     )
+    sequence_max_length: int = setting(
+        50, help="most atomic actions a sequence may run, nested sequences inlined (stock 50)"
+    )
+    state_dir: str = setting(
+        ".state/front",
+        env=_shared("state_dir"),
+        help="where sequence and trigger activation records wait while the database is away",
+    )
     log_level: str = setting("INFO", help="logging level")
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is not in 0..65535")
-        if self.max_timeout_ms < 1 or self.max_memory_mb < 1 or self.max_concurrency < 1:
+        if min(self.max_timeout_ms, self.max_memory_mb, self.max_concurrency) < 1:
             raise ValueError("max_timeout_ms, max_memory_mb and max_concurrency must be positive")
+        if self.sequence_max_length < 1:
+            raise ValueError("sequence_max_length must be positive")
         if not self.blocking_wait_s >= 0:
             raise ValueError("blocking_wait_s must be >= 0")
 

@@ -134,9 +134,12 @@ class Controller:
         blocking: bool,
         wait_s: float,
         init_args: tuple[str, ...] = (),
+        cause: str | None = None,
+        transid: list[Any] | None = None,
     ) -> tuple[str, dict[str, Any] | None]:
         """Publish an activation; for a blocking call wait up to ``wait_s`` for its record.
-        Returns (activation id, record or None if not finished in time)."""
+        Returns (activation id, record or None if not finished in time). ``cause`` is the
+        enclosing sequence's activation id, for a sequence's component."""
         instance = self.balancer.choose(user.namespace, action.docid, memory_mb)
         if instance is None:
             raise NoInvokers("No invokers available.")
@@ -149,6 +152,8 @@ class Controller:
             content=content,
             controller=self.controller_id,
             init_args=init_args,
+            cause=cause,
+            transid=transid,
         )
         aid = msg.activation_id
         waiter = None

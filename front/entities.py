@@ -1,4 +1,5 @@
-"""Translating between the REST API's JSON and the documents stored in the database.
+"""Translating between the REST API's JSON and the action documents stored in the database,
+and what every entity kind shares (parameters, annotations, versions, views).
 
 Documents keep the stock controller's exact format (``whisk.protocol.controller``), so a
 stock controller and our invoker read each other's documents.
@@ -8,24 +9,21 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from front.http import BadRequest
+from front.names import valid_name
 from whisk.protocol.actions import resolve_kind, valid_image
 from whisk.protocol.controller import action_document
 from whisk.protocol.records import StatusCode
 
-NAME_RE = re.compile(r"[A-Za-z0-9_@.\- ]{1,256}")
+__all__ = ["BadRequest", "Limits", "new_action_document", "valid_name"]
+
 MAX_CODE_BYTES = 48 * 1024 * 1024
-
-
-class BadRequest(ValueError):
-    """A request the API refuses (HTTP 400, or ``status`` when given)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+SEQUENCE = "sequence"
+# Fields of a stored document that are the database's, not the entity's.
+_INTERNAL = ("_id", "_rev", "_attachments", "entityType")
 
 
 @dataclass(frozen=True)
@@ -41,13 +39,8 @@ class Limits:
     max_concurrency: int = 1
 
 
-def valid_name(name: str, what: str = "name") -> str:
-    if not NAME_RE.fullmatch(name) or name.strip() != name or name in (".", ".."):
-        raise BadRequest(f"The {what} '{name}' is not valid.")
-    return name
-
-
-def _pairs(value: Any, what: str) -> list[dict[str, Any]]:
+def pairs(value: Any, what: str) -> list[dict[str, Any]]:
+    """``parameters`` or ``annotations`` of a request body: a list of ``{"key", "value"}``."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(
@@ -58,9 +51,27 @@ def _pairs(value: Any, what: str) -> list[dict[str, Any]]:
 
 
 def merge_pairs(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``old`` with ``new`` laid over it, key by key (the later wins)."""
     merged = {p["key"]: p for p in old}
     merged.update({p["key"]: p for p in new})
     return list(merged.values())
+
+
+def pair_values(params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {p["key"]: p.get("value") for p in params}
+
+
+def entity_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The REST form of a stored entity: the document without the database's fields."""
+    return {k: v for k, v in doc.items() if k not in _INTERNAL}
+
+
+def entity_version(body: dict[str, Any], old: dict[str, Any] | None) -> str:
+    """The request's version, else the old one's patch level bumped, else 0.0.1."""
+    version = body.get("version")
+    if version is None and old is not None:
+        version = bump(old.get("version", "0.0.1"))
+    return str(version or "0.0.1")
 
 
 def _limit(limits: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
@@ -101,8 +112,11 @@ def new_action_document(
     now_ms: int,
     old: dict[str, Any] | None = None,
     old_code: bytes | None = None,
+    components: list[str] | None = None,
 ) -> tuple[dict[str, Any], bytes | None]:
     """Validate a PUT body and build the stored document (merged over ``old`` on update).
+    A sequence's ``components`` come resolved and checked by the caller (it reads the
+    database); a sequence keeps its components when the body has no ``exec``.
 
     Returns the document and the code bytes (to be stored as an attachment when the document
     names one)."""
@@ -123,28 +137,14 @@ def new_action_document(
             kind = resolve_kind(exec_["kind"], kind_defaults)
         except ValueError as e:
             raise BadRequest(str(e)) from None
-        if kind == "sequence":
-            raise BadRequest("Sequences are not supported by this controller front.")
-        if kind != "blackbox" and kind not in kinds:
+        if kind == SEQUENCE:
+            if components is None:
+                raise BadRequest("No component specified for the sequence.")
+            code, image, binary, main = None, None, False, None
+        elif kind != "blackbox" and kind not in kinds:
             raise BadRequest(f"kind '{exec_['kind']}' not in {sorted(kinds)}")
-        image = exec_.get("image")
-        if kind == "blackbox" and not isinstance(image, str):
-            raise BadRequest("The request content was malformed: blackbox needs exec.image.")
-        if kind == "blackbox" and isinstance(image, str) and not valid_image(image):
-            raise BadRequest(
-                f"The request content was malformed: image name {image[:128]!r} is not valid."
-            )
-        binary = exec_.get("binary")
-        code_text = exec_.get("code")
-        if kind == "blackbox" and isinstance(code_text, str) and not code_text.strip():
-            exec_ = {k: v for k, v in exec_.items() if k != "code"}  # blank: pure blackbox
-            code_text = None
-        if binary is None:
-            binary = isinstance(code_text, str) and _looks_zip(code_text)
-        code = _code_bytes(exec_, bool(binary))
-        if code is None and kind != "blackbox":
-            raise BadRequest("The request content was malformed: exec.code is required.")
-        main = exec_.get("main")
+        else:
+            code, image, binary, main = _exec_fields(exec_, kind)
     else:
         assert old is not None  # refused above: no exec and nothing to update
         old_exec = old["exec"]
@@ -155,22 +155,23 @@ def new_action_document(
             old_exec.get("main"),
         )
         code = old_code
+        if kind == SEQUENCE:
+            components = old_exec.get("components", [])
     old_limits = (old or {}).get("limits", {})
     req_limits = body.get("limits") or {}
     if not isinstance(req_limits, dict):
         raise BadRequest("The request content was malformed: limits must be an object.")
     merged_limits = {**old_limits, **req_limits}
-    params = _pairs(body.get("parameters"), "parameters")
-    annotations = _pairs(body.get("annotations"), "annotations")
+    params = pairs(body.get("parameters"), "parameters")
+    annotations = pairs(body.get("annotations"), "annotations")
     if old is not None:
         if body.get("parameters") is None:
             params = old.get("parameters", [])
         annotations = merge_pairs(old.get("annotations", []), annotations)
-    if not any(a["key"] == "exec" for a in annotations):
-        annotations.append({"key": "exec", "value": kind})
+    # Stock always sets the exec annotation to the kind, replacing what was there.
+    annotations = merge_pairs(annotations, [{"key": "exec", "value": kind}])
     if old is None and not any(a["key"] == "provide-api-key" for a in annotations):
         annotations.insert(0, {"key": "provide-api-key", "value": False})
-    version = body.get("version") or (old and _bump(old.get("version", "0.0.1"))) or "0.0.1"
     doc = action_document(
         namespace,
         short,
@@ -180,6 +181,7 @@ def new_action_document(
         binary=bool(binary),
         main=main if isinstance(main, str) and main else None,
         image=image if kind == "blackbox" else None,
+        components=components if kind == SEQUENCE else None,
         parameters=params,
         annotations=annotations,
         timeout_ms=_limit(
@@ -188,18 +190,43 @@ def new_action_document(
         memory_mb=_limit(merged_limits, "memory", 256, limits.min_memory_mb, limits.max_memory_mb),
         logs_mb=_limit(merged_limits, "logs", 10, 0, limits.max_logs_mb),
         concurrency=_limit(merged_limits, "concurrency", 1, 1, limits.max_concurrency),
-        version=str(version),
+        version=entity_version(body, old),
         publish=bool(body.get("publish", (old or {}).get("publish", False))),
         updated_ms=now_ms,
     )
     return doc, code
 
 
+def _exec_fields(
+    exec_: dict[str, Any], kind: str
+) -> tuple[bytes | None, str | None, bool, str | None]:
+    """(code, image, binary, main) of a runtime or blackbox ``exec``."""
+    image = exec_.get("image")
+    if kind == "blackbox" and not isinstance(image, str):
+        raise BadRequest("The request content was malformed: blackbox needs exec.image.")
+    if kind == "blackbox" and isinstance(image, str) and not valid_image(image):
+        raise BadRequest(
+            f"The request content was malformed: image name {image[:128]!r} is not valid."
+        )
+    binary = exec_.get("binary")
+    code_text = exec_.get("code")
+    if kind == "blackbox" and isinstance(code_text, str) and not code_text.strip():
+        exec_ = {k: v for k, v in exec_.items() if k != "code"}  # blank: pure blackbox
+        code_text = None
+    if binary is None:
+        binary = isinstance(code_text, str) and _looks_zip(code_text)
+    code = _code_bytes(exec_, bool(binary))
+    if code is None and kind != "blackbox":
+        raise BadRequest("The request content was malformed: exec.code is required.")
+    main = exec_.get("main")
+    return code, image if kind == "blackbox" else None, bool(binary), main
+
+
 def _looks_zip(code: str) -> bool:
     return code.startswith("UEsDB")  # base64 of the zip magic "PK\x03\x04"
 
 
-def _bump(version: str) -> str:
+def bump(version: str) -> str:
     parts = version.split(".")
     try:
         parts[-1] = str(int(parts[-1]) + 1)

@@ -5,19 +5,23 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from front.api import Api
 from front.config import HTTP_FIELDS, SETTINGS, FrontConfig
+from front.console import NodeView, mount_console
 from front.controller import Controller
 from front.entities import Limits
 from front.identities import SYSTEM, Identities
+from front.system import seed_system_packages
 from whisk.bus import Bus
 from whisk.clock import Clock
 from whisk.manifest import Manifest
 from whisk.store import Store
+from whisk.store.records import RecordWriter
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,8 @@ def front_options(cfg: FrontConfig | argparse.Namespace) -> dict[str, Any]:
             max_concurrency=cfg.max_concurrency,
         ),
         "blocking_wait_s": cfg.blocking_wait_s,
+        "sequence_max_length": cfg.sequence_max_length,
+        "state_dir": cfg.state_dir,
     }
 
 
@@ -50,6 +56,7 @@ def front_options(cfg: FrontConfig | argparse.Namespace) -> dict[str, Any]:
 class Front:
     controller: Controller
     api: Api
+    records: RecordWriter
     runner: web.AppRunner
     host: str
     port: int
@@ -64,6 +71,7 @@ class Front:
 
     async def stop(self) -> None:
         await self.runner.cleanup()
+        await self.records.close()
         await self.controller.stop()
 
 
@@ -82,10 +90,15 @@ async def start_front(
     manifest: Manifest | None = None,
     limits: Limits | None = None,
     blocking_wait_s: float = 60.0,
+    sequence_max_length: int = 50,
+    state_dir: str | Path = ".state/front",
     listen: bool = True,
+    node_view: NodeView | None = None,
 ) -> Front:
     """The controller side and the API; ``listen=False`` leaves the port closed until
-    :meth:`Front.listen` (the embedded mode opens it once its invoker is healthy)."""
+    :meth:`Front.listen` (the embedded mode opens it once its invoker is healthy). The
+    records of sequences and trigger fires wait under ``state_dir`` while the database is
+    away. ``node_view``: the in-process invoker's scheduler snapshot, for the console."""
     manifest = manifest or Manifest()
     identities = identities or Identities.defaults()
     controller = Controller(
@@ -101,18 +114,27 @@ async def start_front(
         ),
     )
     await controller.start()
+    await seed_system_packages(store, whisks_db, manifest.defaults, clock.epoch_ms())
+    records = RecordWriter(
+        store, activations_db, Path(state_dir) / "front", clock, supervisor=controller.supervisor
+    )
+    await records.start()
     api = Api(
         controller,
         store,
         identities,
-        set(manifest.runtimes),
-        manifest.defaults,
+        manifest,
+        records,
+        controller.supervisor,
         limits or Limits(),
         blocking_wait_s,
+        sequence_max_length,
     )
-    runner = web.AppRunner(api.app(), access_log=None)
+    app = api.app()
+    mount_console(app, identities=identities, kinds=manifest.runtimes, node_view=node_view)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    front = Front(controller, api, runner, host, port)
+    front = Front(controller, api, records, runner, host, port)
     if listen:
         await front.listen()
     return front

@@ -25,7 +25,6 @@ from containers.cpu import CpuTimes
 from containers.pool import ContainerPool, Lease
 from invoker.acks import AckSender
 from invoker.metrics import InvokerMetrics
-from invoker.records import RecordWriter
 from whisk.clock import Clock
 from whisk.protocol import (
     Action,
@@ -51,6 +50,7 @@ from whisk.protocol.runtime import (
     run_body,
     timeout_message,
 )
+from whisk.store.records import RecordWriter
 from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)

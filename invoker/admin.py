@@ -1,6 +1,7 @@
 """The invoker's HTTP server (spec 4.6): ``/ping``, ``/health`` and ``/metrics`` open;
 ``/enable``, ``/disable``, ``/isEnabled`` (the stock invoker's three), ``/status``,
-``/activations`` and ``/pool`` behind basic auth. docs/operations.md documents them.
+``/activations``, ``/pool`` and ``/scheduler`` behind basic auth. docs/operations.md
+documents them.
 
 ``/ping`` answers ``pong`` while the process serves HTTP, as the stock invoker's does;
 ``/health`` answers 200 only while the node can work (the same condition under which it
@@ -81,14 +82,22 @@ def admin_app(invoker: Invoker) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(invoker.status())
 
-    async def activations(request: web.Request) -> web.Response:
+    def _limit(request: web.Request) -> int | None:
         try:
             limit = int(request.query.get("limit", "100"))
         except ValueError:
-            limit = -1
-        if limit < 0:
+            return None
+        return limit if limit >= 0 else None
+
+    async def activations(request: web.Request) -> web.Response:
+        if (limit := _limit(request)) is None:
             return web.json_response({"error": "limit must be a whole number >= 0"}, status=400)
         return web.json_response(nodeview.activations(invoker, limit))
+
+    async def scheduler(request: web.Request) -> web.Response:
+        if (limit := _limit(request)) is None:
+            return web.json_response({"error": "limit must be a whole number >= 0"}, status=400)
+        return web.json_response(nodeview.scheduler(invoker, limit))
 
     async def pool(_: web.Request) -> web.Response:
         return web.json_response(nodeview.pool(invoker))
@@ -105,6 +114,7 @@ def admin_app(invoker: Invoker) -> web.Application:
             web.get("/status", status),
             web.get("/activations", activations),
             web.get("/pool", pool),
+            web.get("/scheduler", scheduler),
         ]
     )
     return app

@@ -1,7 +1,9 @@
 """What an operator asks of a node, as JSON for the admin API and as gauges for ``/metrics``:
-which activations wait and which run (ids, ages), and the container pool by state, kind and
-action. Read-only snapshots: nothing here changes the invoker, and a queued job that keeps
-only its raw message is parsed for the listing without being expanded again."""
+which activations wait and which run (ids, ages), the container pool by state, kind and
+action, and the scheduler as the console draws it (the queue in policy order with each
+call's priority, the calls on each core with their CPU shares, per-function response-time
+and stretch histograms). Read-only snapshots: nothing here changes the invoker, and a queued
+job that keeps only its raw message is parsed for the listing without being expanded again."""
 
 from __future__ import annotations
 
@@ -13,14 +15,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 from prometheus_client.core import GaugeMetricFamily
 
 from containers.placement import SlotState
+from invoker.calltimes import RESPONSE_EDGES_S, STRETCH_EDGES
 from whisk.protocol import ProtocolError, parse_activation
 
 if TYPE_CHECKING:
     from containers.pool import ContainerPool
     from invoker.activation import Job
+    from invoker.calltimes import CallTimes
     from invoker.config import InvokerConfig
     from invoker.metrics import InvokerMetrics
     from invoker.scheduler import Call, NodeScheduler
+    from policies import Policy
     from whisk.clock import Clock
     from whisk.protocol import ActivationMessage
 
@@ -34,8 +39,10 @@ class Invoker(Protocol):
     clock: Clock
     metrics: InvokerMetrics
     pool: ContainerPool
+    policy: Policy
     scheduler: NodeScheduler[Job]
     gpu_calls: NodeScheduler[Job]
+    call_times: CallTimes
     pending: int
 
     def running_calls(self) -> list[Call[Job]]: ...
@@ -101,6 +108,109 @@ def oldest_age_s(invoker: Invoker, which: str) -> float:
     if not calls:
         return 0.0
     return invoker.clock.now() - min(c.payload.received for c in calls)
+
+
+def _queued(queue: NodeScheduler[Job], now: float, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """(total, the first ``limit`` calls in the order the policy runs them, with their
+    priorities); ties go to the call received first, as in the scheduler."""
+    waiting = queue.waiting()
+    first = heapq.nsmallest(limit, waiting, key=lambda c: (c.priority, c.seq))
+    stats = queue.stats
+    calls = []
+    for rank, call in enumerate(first, 1):
+        msg = _message(call.payload)
+        calls.append(
+            {
+                "rank": rank,
+                "activationId": msg.activation_id if msg else None,
+                "function": call.function,
+                "priority": call.priority,
+                "waitingS": round(now - call.received, 3),
+                "expectedS": round(stats.expected(call.function), 6),
+                "cpuShare": round(stats.share(call.function), 3),
+                "concurrent": call.group is not None,
+            }
+        )
+    return len(waiting), calls
+
+
+def _on_core(call: Call[Job], now: float) -> dict[str, Any]:
+    msg = _message(call.payload)
+    entry: dict[str, Any] = {
+        "activationId": msg.activation_id if msg else None,
+        "function": call.function,
+        "share": round(call.share, 3),
+        "overrun": round(call.overrun, 3),
+        "runningS": round(now - call.started, 3) if call.started is not None else None,
+        "expectedS": round(call.expected, 6) if call.expected else None,
+    }
+    if call.shared is not None:  # one of several calls in one container, which holds the core
+        entry["container"] = {"calls": call.shared.calls, "limit": call.shared.limit}
+        entry["share"] = round(call.shared.share / max(1, call.shared.calls), 3)
+    if call.paused_at is not None:
+        entry["pausedS"] = round(now - call.paused_at, 3)
+    return entry
+
+
+def scheduler(invoker: Invoker, limit: int = 100) -> dict[str, Any]:
+    """The node's scheduler as the console shows it: the queue in the order the policy runs
+    it (at most ``limit`` calls, each with its priority), every action core with the calls
+    on it and their expected CPU shares, paused calls, and per-function response time and
+    stretch histograms (:mod:`invoker.calltimes`) with the estimates the policy uses."""
+    now = invoker.clock.now()
+    sched, table = invoker.scheduler, invoker.scheduler.cores_table
+    queued, queue = _queued(sched, now, limit)
+    gpu_queued, gpu_queue = _queued(invoker.gpu_calls, now, limit)
+    cores: dict[int, list[dict[str, Any]]] = {c: [] for c in table.ids}
+    unplaced, paused = [], []
+    running = invoker.running_calls()
+    for call in sorted(running, key=lambda c: c.seq):
+        entry = _on_core(call, now)
+        if call.paused_at is not None:
+            paused.append(entry)
+        elif call.core is not None and call.core in cores:
+            cores[call.core].append(entry)
+        else:
+            unplaced.append(entry)
+    stats = sched.stats
+    functions = []
+    for name, times in invoker.call_times.snapshot(limit).items():
+        functions.append(
+            {
+                "function": name,
+                "expectedS": round(stats.expected(name), 6),
+                "cpuShare": round(stats.share(name), 3),
+                **times,
+            }
+        )
+    return {
+        "policy": invoker.policy.name,
+        "policyDescription": invoker.policy.description,
+        "exclusiveCores": invoker.policy.exclusive_cores,
+        "preemption": sched.preemption is not None,
+        "capacity": round(1.0 + table.margin, 3),
+        "queuedTotal": queued,
+        "runningTotal": len(running),
+        "queue": queue,
+        "gpuQueuedTotal": gpu_queued,
+        "gpuQueue": gpu_queue,
+        "cores": [
+            {
+                "core": c,
+                "calls": table.calls[c],
+                "load": round(table.load[c], 3),
+                "overrun": round(table.overrun[c], 3),
+                "full": c in table.full,
+                "running": cores[c],
+            }
+            for c in table.ids
+        ],
+        "unplaced": unplaced,
+        "paused": paused,
+        "responseEdgesS": list(RESPONSE_EDGES_S),
+        "stretchEdges": list(STRETCH_EDGES),
+        "functions": functions,
+    }
 
 
 def pool(invoker: Invoker) -> dict[str, Any]:

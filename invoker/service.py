@@ -25,12 +25,12 @@ from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Job
 from invoker.activation import Outcome as ActivationOutcome
+from invoker.calltimes import CallTimes
 from invoker.config import InvokerConfig
 from invoker.gpu import GpuPoolHandle, is_gpu_action
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
-from invoker.records import RecordWriter
 from invoker.scheduler import Call, NodeScheduler, Preemption
 from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 from whisk.bus import Bus, Consumer, Producer, Record
@@ -52,6 +52,7 @@ from whisk.protocol.errors import INTERNAL
 from whisk.protocol.limits import check_user_limits, payload_limit
 from whisk.protocol.runtime import unsupported_encryption
 from whisk.store import Store, StoreError
+from whisk.store.records import RecordWriter
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ class Invoker:
             self.scheduler.stats,
         )
         self._receipts = itertools.count()  # receipt order, the tie-break between priorities
+        self.call_times = CallTimes()  # response time and stretch per function (the console)
         state = Path(config.state_dir)
         self.pool = ContainerPool(
             backend,
@@ -683,6 +685,9 @@ class Invoker:
                 self._running.pop(call, None)
                 if outcome is not None:
                     queue.finish(call, outcome.run_s, outcome.cpu_s, outcome.cpu_wait_s)
+                    if outcome.run_s is not None:
+                        response_s = self.clock.now() - job.received
+                        self.call_times.observe(call.function, response_s, outcome.run_s)
                 else:
                     queue.finish(call, None)
                 self.pool.release(lease, healthy=bool(outcome and outcome.healthy))

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from front import config as front_config
@@ -60,6 +61,7 @@ async def serve(
 ) -> None:
     from front.identities import GUEST_AUTH
     from front.server import front_options, start_front
+    from invoker import nodeview
     from invoker.admin import serve_admin
     from invoker.compose import build_invoker
     from whisk.clock import SystemClock
@@ -92,6 +94,8 @@ async def serve(
         store = EmbeddedStore(state / "openwhisk.sqlite3")
     manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
     options = front_options(front_cfg)
+    # Built (not started) before the front, whose console shows its scheduler.
+    invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
     front = await start_front(
         bus=bus,
         store=store,
@@ -101,9 +105,9 @@ async def serve(
         topic_prefix=cfg.topic_prefix,
         manifest=manifest,
         listen=False,  # opened once the invoker is healthy: no 503 for an early caller
+        node_view=partial(nodeview.scheduler, invoker),
         **options,
     )
-    invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
     admin = None
     try:
         await invoker.start()
@@ -121,6 +125,7 @@ async def serve(
             flush=True,
         )
         print(f"  wsk property set --apihost {front.url} --auth {guest}", flush=True)
+        print(f"  console: {front.url}/console", flush=True)
         if args.ready_file:
             Path(args.ready_file).write_text(front.url)
         failure = await wait_for_signal_or(

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Install the real services and tools the tests and a local run need, cached under .cache/.
 #
-#   scripts/install.sh [core|python|kafka|couchdb|podman|docker|images|wsk|aio|openwhisk-js|all]...
+#   scripts/install.sh [core|console|python|kafka|couchdb|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
 #
-# core: the package alone (what `scripts/run.sh` needs); python: with the test, gpu (torch)
-# and experiments extras; docker: Debian's Docker Engine (docker.io), started by services.sh;
-# aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by others that the tests
-# drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli).
+# core: the package alone (what `scripts/run.sh` needs); console: the live console's chart
+# library (npm, front/console/package-lock.json) in .cache/console; python: with the test, gpu
+# (torch) and experiments extras; docker: Debian's Docker Engine (docker.io), started by
+# services.sh; aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by others that
+# the tests drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli); browser:
+# Debian's chromium and playwright-core (no browser download), for the console's browser test;
+# serverless: the Serverless Framework v3 and its serverless-openwhisk plugin (npm), a client.
 #
 # Idempotent: each component writes a stamp when it is complete and is skipped when its stamp
 # matches. Remove .cache/<component> (or set OW_FORCE_INSTALL=1) to reinstall. See docs/services.md.
@@ -22,6 +25,10 @@ KAFKA_SCALA="${KAFKA_SCALA:-2.13}"
 POUCHDB_SERVER_VERSION="${POUCHDB_SERVER_VERSION:-4.2.0}"
 OPENWHISK_JS_VERSION="${OPENWHISK_JS_VERSION:-3}"
 AIO_RUNTIME_VERSION="${AIO_RUNTIME_VERSION:-8}"
+# v4 of the Serverless Framework needs a login and a licence key; v3 runs offline.
+SERVERLESS_VERSION="${SERVERLESS_VERSION:-3}"
+SERVERLESS_OPENWHISK_VERSION="${SERVERLESS_OPENWHISK_VERSION:-0.18}"
+PLAYWRIGHT_CORE_VERSION="${PLAYWRIGHT_CORE_VERSION:-1.65.1}"
 # github.com/apache/openwhisk-cli has no semver tags; this is the pseudo-version of its newest
 # commit (23f3cf7, 2024-09-24). Override with WSK_CLI_VERSION.
 WSK_CLI_VERSION="${WSK_CLI_VERSION:-v0.0.0-20240924142310-23f3cf73b812}"
@@ -309,21 +316,103 @@ install_aio() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# The Serverless Framework v3 (offline: no login, telemetry off) with the serverless-openwhisk
+# provider plugin; a service finds the plugin through a node_modules link to this folder.
+install_serverless() {
+    local dir="$CACHE/serverless"
+    local want="serverless@$SERVERLESS_VERSION serverless-openwhisk@$SERVERLESS_OPENWHISK_VERSION"
+    if stamp_ok "$dir" "$want" && [[ -f "$dir/node_modules/serverless/bin/serverless.js" ]] \
+        && [[ -f "$dir/node_modules/serverless-openwhisk/package.json" ]]; then
+        log "serverless: $want already in $dir/node_modules"
+        return
+    fi
+    command -v npm >/dev/null || die "serverless: npm not found"
+    mkdir -p "$dir"
+    [[ -f "$dir/package.json" ]] || printf '{"name":"ow-serverless","private":true}\n' >"$dir/package.json"
+    log "serverless: npm install $want"
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error \
+        "serverless@$SERVERLESS_VERSION" "serverless-openwhisk@$SERVERLESS_OPENWHISK_VERSION") \
+        || die "serverless: npm install $want failed"
+    local home
+    home="$(mktemp -d)"
+    (cd "$dir" && SLS_TELEMETRY_DISABLED=1 SLS_NOTIFICATIONS_MODE=off CI=1 HOME="$home" \
+        node node_modules/serverless/bin/serverless.js --version >/dev/null) \
+        || { rm -rf "$home"; die "serverless: the framework does not start"; }
+    rm -rf "$home"
+    (cd "$dir" && node -e 'require("serverless-openwhisk")') \
+        || die "serverless: require('serverless-openwhisk') fails"
+    stamp_write "$dir" "$want"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The console's front-end libraries (Chart.js), exactly as front/console/package-lock.json
+# pins them; the front serves them from .cache/console/node_modules (no CDN is reachable).
+install_console() {
+    local dir="$CACHE/console" src="$ROOT/front/console" want
+    command -v npm >/dev/null || die "console: npm not found (Node.js 20 with npm)"
+    want="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -c1-16)"
+    if stamp_ok "$dir" "$want" && [[ -f "$dir/node_modules/chart.js/package.json" ]]; then
+        log "console: chart.js already in $dir/node_modules"
+        return
+    fi
+    mkdir -p "$dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    log "console: npm ci (chart.js, as front/console/package-lock.json pins it)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || die "console: npm ci failed"
+    [[ -f "$dir/node_modules/chart.js/dist/chart.umd.min.js" ]] \
+        || die "console: chart.js has no dist/chart.umd.min.js"
+    stamp_write "$dir" "$want"
+}
+
+# Debian's chromium (apt) and playwright-core (npm; it downloads no browser), which the
+# console's end-to-end test drives headless with executablePath /usr/bin/chromium.
+install_browser() {
+    local dir="$CACHE/browser" have want
+    mkdir -p "$dir"
+    have="$(dpkg-query -W -f '${Version}' chromium 2>/dev/null || true)"
+    want="chromium@$have playwright-core@$PLAYWRIGHT_CORE_VERSION"
+    if [[ -n "$have" && -x /usr/bin/chromium ]] && stamp_ok "$dir" "$want" \
+        && [[ -f "$dir/node_modules/playwright-core/package.json" ]]; then
+        log "browser: chromium $have and playwright-core@$PLAYWRIGHT_CORE_VERSION already installed"
+        return
+    fi
+    if [[ -z "$have" || ! -x /usr/bin/chromium ]]; then
+        [[ "$(id -u)" == 0 ]] || die "browser: need root to apt-get install chromium"
+        log "browser: apt-get install chromium"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+            chromium fonts-dejavu-core >/dev/null || die "browser: apt-get install chromium failed"
+        have="$(dpkg-query -W -f '${Version}' chromium)"
+        want="chromium@$have playwright-core@$PLAYWRIGHT_CORE_VERSION"
+    fi
+    /usr/bin/chromium --headless --no-sandbox --disable-gpu --version >&2 \
+        || die "browser: chromium does not start"
+    command -v npm >/dev/null || die "browser: npm not found"
+    [[ -f "$dir/package.json" ]] || printf '{"name":"ow-browser-test","private":true}\n' >"$dir/package.json"
+    log "browser: npm install playwright-core@$PLAYWRIGHT_CORE_VERSION"
+    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund \
+        --loglevel=error "playwright-core@$PLAYWRIGHT_CORE_VERSION") \
+        || die "browser: npm install playwright-core failed"
+    stamp_write "$dir" "$want"
+}
+
+# ---------------------------------------------------------------------------------------------
 main() {
     local comps=("$@")
     ((${#comps[@]})) || comps=(all)
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(python kafka couchdb podman docker wsk aio openwhisk-js) ;;
-            core | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js)
+            all) expanded+=(python console kafka couchdb podman docker wsk aio openwhisk-js serverless browser) ;;
+            core | console | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
                 expanded+=("$c")
                 ;;
             -h | --help)
-                sed -n '2,8p' "${BASH_SOURCE[0]}"
+                sed -n '2,12p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (core python kafka couchdb podman docker images wsk aio openwhisk-js all)" ;;
+            *) die "unknown component '$c' (core console python kafka couchdb podman docker images wsk aio openwhisk-js serverless browser all)" ;;
         esac
     done
     mkdir -p "$CACHE"
@@ -332,8 +421,11 @@ main() {
     for c in "${expanded[@]}"; do
         case "$c" in
             core) timed core install_core ;;
+            console) timed console install_console ;;
+            browser) timed browser install_browser ;;
             python) timed python install_python ;;
             aio) timed aio install_aio ;;
+            serverless) timed serverless install_serverless ;;
             kafka) timed kafka install_kafka ;;
             couchdb) timed couchdb install_couchdb ;;
             podman) timed podman install_podman ;;

@@ -12,6 +12,8 @@ VENV="${OW_VENV:-$ROOT/.venv}"
 STATE="${OW_RUN_STATE:-$ROOT/.state/standalone}"
 
 scripts/install.sh core
+# The console's charts (npm); the platform and the rest of the console work without them.
+scripts/install.sh console || echo "[run] the console's charts are not installed (see above)" >&2
 mkdir -p "$STATE"
 rm -f "$STATE/ready"
 

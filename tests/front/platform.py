@@ -38,8 +38,15 @@ class Platform:
 
 @asynccontextmanager
 async def platform(
-    *, bus: Bus, store: Store, backend: ContainerBackend, state_dir: Path, **config: Any
+    *,
+    bus: Bus,
+    store: Store,
+    backend: ContainerBackend,
+    state_dir: Path,
+    front_options: dict[str, Any] | None = None,
+    **config: Any,
 ):
+    """``front_options``: more of :func:`start_front`'s keyword arguments."""
     clock = SystemClock()
     cfg = InvokerConfig(state_dir=str(state_dir), **config)
     front = await start_front(
@@ -51,6 +58,8 @@ async def platform(
         whisks_db=cfg.whisks_db,
         activations_db=cfg.activations_db,
         topic_prefix=cfg.topic_prefix,
+        state_dir=state_dir,
+        **(front_options or {}),
     )
     invoker = Invoker(cfg, bus=bus, store=store, backend=backend, clock=clock)
     await invoker.start()

@@ -167,6 +167,7 @@ async def test_operations_guide_runs_and_the_swap_loses_no_call(kafka, couchdb, 
         assert '"hi": "ops"' in out or '"hi":"ops"' in out, out
         out = await guide.run("admin view", blocks[4], 30)
         assert '"queuedTotal"' in out and '"byAction"' in out and "invoker_queue_length" in out
+        assert '"stretchEdges"' in out  # /scheduler
 
         async with aiohttp.ClientSession(headers=user_auth) as http:
             name = _home_of_invoker0("sleepy")

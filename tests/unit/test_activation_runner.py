@@ -25,7 +25,6 @@ from containers.simulated import SIM_CPU, SIM_DURATION
 from invoker.acks import AckSender
 from invoker.activation import ActivationRunner, Job, Outcome
 from invoker.metrics import InvokerMetrics
-from invoker.records import RecordWriter
 from tests.unit.faults import FaultyBackend, FaultyContainer, FlakyProducer, FlakyStore, virtual
 from whisk.bus.memory import MemoryBus
 from whisk.clock import LoopClock
@@ -42,6 +41,7 @@ from whisk.protocol.runtime import (
     timeout_message,
 )
 from whisk.store.embedded import EmbeddedStore
+from whisk.store.records import RecordWriter
 
 ACTIVATIONS = "activations"
 CORES = frozenset({1})

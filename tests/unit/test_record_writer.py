@@ -1,4 +1,4 @@
-"""The record writer (invoker/records.py) on the embedded store and a virtual clock: batches,
+"""The record writer (whisk/store/records.py) on the embedded store and a virtual clock: batches,
 the on-disk spool while the database is away, its replay in order, its bound, a restart with
 records still spooled, and a failing batch that never leaves a writer waiting."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from invoker.records import RecordWriter
 from tests.unit.faults import FlakyStore
 from whisk.clock import VirtualClock
 from whisk.protocol import dumps
 from whisk.store.embedded import EmbeddedStore
+from whisk.store.records import RecordWriter
 from whisk.supervisor import Supervisor
 
 DB = "activations"
@@ -105,7 +105,7 @@ async def test_a_re_delivered_record_already_stored_counts_as_written(store, wri
 async def test_while_the_database_is_away_records_are_spooled_then_replayed_in_order(
     store, writers, failure, caplog
 ):
-    caplog.set_level(logging.WARNING, logger="invoker.records")
+    caplog.set_level(logging.WARNING, logger="whisk.store.records")
     w = await writers.new()
     setattr(store, failure, True)
     await w.write(doc(1))  # durable on disk: the write returns

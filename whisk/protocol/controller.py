@@ -85,6 +85,7 @@ def action_document(
     binary: bool = False,
     main: str | None = None,
     image: str | None = None,
+    components: list[str] | None = None,
     package: str | None = None,
     parameters: list[dict[str, Any]] | None = None,
     annotations: list[dict[str, Any]] | None = None,
@@ -98,9 +99,13 @@ def action_document(
 ) -> dict[str, Any]:
     """An action document as the controller stores it. When the code is too large for a
     ``mem:`` name, ``exec.code.attachmentName`` is ``couch:<uuid>`` and the caller must store
-    the bytes as that attachment."""
+    the bytes as that attachment. A sequence (``kind`` ``sequence``) has ``components``, its
+    actions' fully qualified names, also kept in an ``_actions`` parameter as stock keeps them."""
     path = f"{namespace}/{package}" if package else namespace
     exec_: dict[str, Any] = {"kind": kind, "binary": binary}
+    if components is not None:
+        exec_ = {"kind": kind, "components": components}
+        parameters = [{"key": "_actions", "value": components}]
     if code is not None:
         exec_["code"] = code_attachment(code, binary)
     if main:

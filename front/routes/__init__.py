@@ -1,0 +1,1 @@
+"""The REST API's routes, one module per collection; :mod:`front.api` puts them together."""

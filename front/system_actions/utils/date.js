@@ -1,0 +1,4 @@
+// The current date and time (ISO 8601, UTC).
+function main() {
+  return { date: new Date().toISOString() };
+}
