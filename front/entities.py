@@ -66,6 +66,21 @@ def entity_view(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in _INTERNAL}
 
 
+def updated_pairs(
+    body: dict[str, Any], old: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(parameters, annotations) of a package, trigger or rule PUT: each the body's, or the
+    old entity's when the body leaves it out (stock replaces them whole)."""
+    out = []
+    for field in ("parameters", "annotations"):
+        given = body.get(field)
+        if given is None and old is not None:
+            out.append(list(old.get(field, [])))
+        else:
+            out.append(pairs(given, field))
+    return out[0], out[1]
+
+
 def entity_version(body: dict[str, Any], old: dict[str, Any] | None) -> str:
     """The request's version, else the old one's patch level bumped, else 0.0.1."""
     version = body.get("version")

@@ -21,18 +21,6 @@ COLLECTIONS = {"actions": "action", "packages": "package", "triggers": "trigger"
 MAX_SCAN = 10_000
 
 
-def summary(doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields every entity listing shows (stock's view values)."""
-    return {
-        "namespace": doc["namespace"],
-        "name": doc["name"],
-        "version": doc.get("version", "0.0.1"),
-        "publish": doc.get("publish", False),
-        "annotations": doc.get("annotations", []),
-        "updated": doc.get("updated", 0),
-    }
-
-
 class Entities:
     def __init__(self, store: Store, db: str, clock: Clock) -> None:
         self.store = store

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from front.entities import entity_version, merge_pairs, pairs
+from front.entities import entity_version, merge_pairs, updated_pairs
 from front.http import BadRequest
 from front.names import resolve_namespace, valid_name
 
@@ -56,13 +56,7 @@ def new_package_document(
         if binding and not old.get(BINDING):
             raise BadRequest("Resource is a package and cannot be converted into a binding.", 409)
         binding = binding or old.get(BINDING) or {}
-    params = pairs(body.get("parameters"), "parameters")
-    annotations = pairs(body.get("annotations"), "annotations")
-    if old is not None:
-        if body.get("parameters") is None:
-            params = old.get("parameters", [])
-        if body.get("annotations") is None:
-            annotations = old.get("annotations", [])
+    params, annotations = updated_pairs(body, old)
     # The binding annotation is always the controller's (clients list packages by it).
     annotations = [a for a in annotations if a["key"] != BINDING]
     if binding:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from front.entities import entity_version, pairs
+from front.entities import entity_version, updated_pairs
 from front.http import BadRequest
 from front.names import valid_name
 from whisk.protocol import QualifiedName
@@ -30,13 +30,7 @@ def new_trigger_document(
     """Validate a PUT body and build the stored trigger (merged over ``old``, whose rules
     it keeps)."""
     valid_name(name, "trigger name")
-    params = pairs(body.get("parameters"), "parameters")
-    annotations = pairs(body.get("annotations"), "annotations")
-    if old is not None:
-        if body.get("parameters") is None:
-            params = old.get("parameters", [])
-        if body.get("annotations") is None:
-            annotations = old.get("annotations", [])
+    params, annotations = updated_pairs(body, old)
     feed = next((a.get("value") for a in annotations if a["key"] == "feed"), None)
     if feed is not None and not (isinstance(feed, str) and feed.strip("/")):
         raise BadRequest("Feed name is not valid")
@@ -100,9 +94,7 @@ def new_rule_document(
     old: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     valid_name(name, "rule name")
-    annotations = pairs(body.get("annotations"), "annotations")
-    if old is not None and body.get("annotations") is None:
-        annotations = old.get("annotations", [])
+    _, annotations = updated_pairs(body, old)
     return {
         "_id": f"{namespace}/{name}",
         "entityType": "rule",

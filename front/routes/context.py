@@ -59,3 +59,10 @@ class Context:
         ns = self.namespace(request, who)
         self.resolver.require_owner(who, ns)
         return ns
+
+    def own_entity(self, request: web.Request) -> tuple[Identity, str]:
+        """(caller, ``ns/name`` docid) of a ``…/{collection}/{name}`` path in the caller's
+        own namespace."""
+        who = self.caller(request)
+        ns = self.own_namespace(request, who)
+        return who, f"{ns}/{valid_name(request.match_info['name'])}"

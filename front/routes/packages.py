@@ -50,11 +50,10 @@ class PackageRoutes:
         return json_response(package_view(pkg, actions, bound))
 
     async def put(self, request: web.Request) -> web.Response:
-        who = self.ctx.caller(request)
-        ns = self.ctx.own_namespace(request, who)
-        name = request.match_info["name"]
+        who, docid = self.ctx.own_entity(request)
         body = await read_object(request)
-        old = await self.entities.existing(f"{ns}/{name}", "package", flag(request, "overwrite"))
+        old = await self.entities.existing(docid, "package", flag(request, "overwrite"))
+        ns, name = docid.split("/", 1)
         doc = new_package_document(ns, name, body, now_ms=self.ctx.now_ms(), old=old)
         bound = binding_of(doc)
         if bound is not None and "binding" in body:
@@ -63,9 +62,8 @@ class PackageRoutes:
         return json_response(entity_view(doc))
 
     async def delete(self, request: web.Request) -> web.Response:
-        who = self.ctx.caller(request)
-        ns = self.ctx.own_namespace(request, who)
-        doc = await self.entities.get(f"{ns}/{valid_name(request.match_info['name'])}", "package")
+        _, docid = self.ctx.own_entity(request)
+        doc = await self.entities.get(docid, "package")
         if binding_of(doc) is None:
             inside = await self.entities.list(doc["_id"], "action", nested=False)
             if inside and not flag(request, "force"):

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from front.entitystore import Entities
 from front.http import BadRequest, flag, json_response, listing, read_object
-from front.names import parse_name, qualified, valid_name
+from front.names import parse_name, qualified
 from front.routes.context import Context
 from front.triggers import (
     ACTIVE,
@@ -39,11 +39,6 @@ class TriggerRoutes:
             web.post(f"{ns}/triggers/{{name}}", self.fire),
         ]
 
-    def _docid(self, request: web.Request) -> tuple[Identity, str]:
-        who = self.ctx.caller(request)
-        ns = self.ctx.own_namespace(request, who)
-        return who, f"{ns}/{valid_name(request.match_info['name'])}"
-
     async def index(self, request: web.Request) -> web.Response:
         who = self.ctx.caller(request)
         ns = self.ctx.own_namespace(request, who)
@@ -51,11 +46,11 @@ class TriggerRoutes:
         return listing(request, "triggers", docs, trigger_view)
 
     async def get(self, request: web.Request) -> web.Response:
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         return json_response(trigger_view(await self.ctx.entities.get(docid, "trigger")))
 
     async def put(self, request: web.Request) -> web.Response:
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         body = await read_object(request)
         old = await self.ctx.entities.existing(docid, "trigger", flag(request, "overwrite"))
         ns, name = docid.split("/", 1)
@@ -64,13 +59,13 @@ class TriggerRoutes:
         return json_response(trigger_view(doc))
 
     async def delete(self, request: web.Request) -> web.Response:
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         doc = await self.ctx.entities.get(docid, "trigger")
         await self.ctx.entities.delete(doc)
         return json_response(trigger_view(doc))
 
     async def fire(self, request: web.Request) -> web.Response:
-        who, docid = self._docid(request)
+        who, docid = self.ctx.own_entity(request)
         trigger = await self.ctx.entities.get(docid, "trigger", cached=True)
         payload = await read_object(request)
         headers = {k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"}
@@ -97,11 +92,6 @@ class RuleRoutes:
     def entities(self) -> Entities:
         return self.ctx.entities
 
-    def _docid(self, request: web.Request) -> tuple[Identity, str]:
-        who = self.ctx.caller(request)
-        ns = self.ctx.own_namespace(request, who)
-        return who, f"{ns}/{valid_name(request.match_info['name'])}"
-
     async def _trigger_of(self, rule: dict[str, Any]) -> dict[str, Any] | None:
         """The rule's trigger, or None when it is gone (the rule is then inactive)."""
         t = rule.get("trigger") or {}
@@ -115,12 +105,12 @@ class RuleRoutes:
         return listing(request, "rules", docs, rule_view)
 
     async def get(self, request: web.Request) -> web.Response:
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         rule = await self.entities.get(docid, "rule")
         return json_response(rule_view(rule, rule_status(await self._trigger_of(rule), docid)))
 
     async def put(self, request: web.Request) -> web.Response:
-        who, docid = self._docid(request)
+        who, docid = self.ctx.own_entity(request)
         body = await read_object(request)
         old = await self.entities.existing(docid, "rule", flag(request, "overwrite"))
         given = {k: body.get(k) or (old or {}).get(k) for k in ("trigger", "action")}
@@ -160,7 +150,7 @@ class RuleRoutes:
             raise BadRequest(f"action {qualified(name)} does not exist") from None
 
     async def delete(self, request: web.Request) -> web.Response:
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         rule = await self.entities.get(docid, "rule")
         trigger = await self._trigger_of(rule)
         if trigger is not None and docid in (trigger.get("rules") or {}):
@@ -170,7 +160,7 @@ class RuleRoutes:
 
     async def set_status(self, request: web.Request) -> web.Response:
         """POST ``{"status": "active"|"inactive"}``: enable or disable the rule."""
-        _, docid = self._docid(request)
+        _, docid = self.ctx.own_entity(request)
         body = await read_object(request)
         wanted = body.get("status")
         if wanted not in (ACTIVE, INACTIVE):
