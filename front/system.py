@@ -41,14 +41,21 @@ async def seed_system_packages(
                 now_ms=now_ms,
             )
         ]
+        kind = resolve_kind("nodejs:default", kind_defaults)
         for code in sorted(folder.glob("*.js")):
+            text = code.read_text()
             docs.append(
                 action_document(
                     SYSTEM_NAMESPACE,
                     code.stem,
                     package=pkg,
-                    kind=resolve_kind("nodejs:default", kind_defaults),
-                    code=code.read_bytes(),
+                    kind=kind,
+                    code=text.encode(),
+                    annotations=[
+                        {"key": "provide-api-key", "value": False},
+                        {"key": "exec", "value": kind},
+                        {"key": "description", "value": _description(text)},
+                    ],
                     updated_ms=now_ms,
                 )
             )
@@ -63,3 +70,9 @@ async def seed_system_packages(
     if written:
         log.info("seeded %d /%s entities", written, SYSTEM_NAMESPACE)
     return written
+
+
+def _description(code: str) -> str:
+    """An action's first comment line: what ``wsk package get --summary`` shows for it."""
+    first = code.splitlines()[0] if code else ""
+    return first.removeprefix("//").strip()

@@ -168,7 +168,9 @@ async def test_whisk_system_is_readable_by_everyone(live):
 async def test_whisk_system_utils_are_ready_to_use(live):
     status, utils = await live.call("GET", f"{SYSTEM_NS}/packages/utils")
     assert status == 200 and utils["publish"] is True
-    assert {"echo", "split", "sort", "head", "cat", "date"} <= {a["name"] for a in utils["actions"]}
+    actions = {a["name"]: a for a in utils["actions"]}
+    assert {"echo", "split", "sort", "head", "cat", "date"} <= set(actions)
+    assert annotation(actions["sort"], "description").startswith("Sorts `lines`")
     status, rec = await invoke(live, "utils/echo", {"hi": 1}, ns=SYSTEM_NS)
     assert status == 200 and rec["response"]["result"] == {"hi": 1}
     status, seq = await live.call(
