@@ -90,18 +90,26 @@ class Pausable:
         self._lock = asyncio.Lock()
 
     async def pause(self) -> float:
-        """Freeze the call; returns what the pause took (0 if the run had ended)."""
+        """Freeze the call; returns what the pause took (0 if the run had ended).
+
+        The call runs on until its container is frozen (``docker pause`` takes tens of ms),
+        so its paused time starts then, not when the pause was asked for: counted from the
+        request, each pause would take that latency off the run time that feeds E[p], and
+        under SEPT the function's later calls, admitted with the lowered estimate, would go
+        before its earlier ones."""
         async with self._lock:
             if self._ended or self._paused_at is not None:
                 return 0.0
             loop = asyncio.get_running_loop()
             when = self.limit.when()
-            self._left_s = max(0.0, when - loop.time()) if when is not None else 0.0
-            self.limit.reschedule(None)
+            left = max(0.0, when - loop.time()) if when is not None else 0.0
+            self.limit.reschedule(None)  # no timeout while it is being frozen
             t0 = self.clock.now()
-            self._paused_at = t0
             await self.container.pause()
-            return self.clock.now() - t0
+            frozen = self.clock.now()
+            self._left_s = max(0.0, left - (frozen - t0))  # it ran until frozen
+            self._paused_at = frozen
+            return frozen - t0
 
     async def resume(self, cores: frozenset[int] | None = None) -> float:
         """Let the call go on (on ``cores``, if given); returns what the resume took."""

@@ -172,3 +172,42 @@ def test_the_flag_reaches_the_invoker_and_the_experiment_runner():
     experiment.add_arguments(parser)
     cfg = experiment.config_from_args(parser.parse_args(["--policies", "sept", "fc", "--preempt"]))
     assert cfg.policies == ["sept+preempt", "fc+preempt"]
+
+
+def test_paused_time_starts_when_the_container_is_frozen():
+    """A pause takes a while (``docker pause``: tens of ms) and the call runs on meanwhile:
+    that time is run time (it feeds E[p]) and counts against the time limit; the paused
+    time runs from the freeze until the resume has finished."""
+    import asyncio
+
+    from invoker.activation import Pausable
+    from whisk.clock import LoopClock, VirtualTimeLoop
+
+    class SlowToFreeze:
+        async def pause(self) -> None:
+            await asyncio.sleep(0.2)
+
+        async def resume(self) -> None:
+            await asyncio.sleep(0.1)
+
+    async def scenario() -> tuple[float, float, float]:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(10.0) as limit:
+            start = loop.time()
+            pausable = Pausable(SlowToFreeze(), limit, LoopClock(loop))  # type: ignore[arg-type]
+            await asyncio.sleep(1.0)  # 1 s of run, then a pause asked for
+            took = await pausable.pause()  # frozen 0.2 s later: 1.2 s of run so far
+            await asyncio.sleep(2.0)
+            await pausable.resume()  # running again 0.1 s later
+            left = limit.when() - loop.time()  # type: ignore[operator]
+            await pausable.end()
+            return took, pausable.paused_s, left + (loop.time() - start) - pausable.paused_s
+
+    loop = VirtualTimeLoop()
+    try:
+        took, paused_s, limit_s = loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert took == pytest.approx(0.2)
+    assert paused_s == pytest.approx(2.1)  # frozen 2.0 s, plus the 0.1 s resume
+    assert limit_s == pytest.approx(10.0)  # run time + what is left = the whole limit
