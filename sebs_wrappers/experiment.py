@@ -4,7 +4,10 @@ For each policy: start ``ow-invoker standalone --policy P`` (fresh port and stat
 the functions, check each once, warm containers (``cores`` concurrent calls per function), measure
 idle medians (one call at a time), then replay the same seeded uniform call sequences for every
 intensity and repetition and join the client timings with the activation records. At the end:
-CSV/JSON results, plots and a Markdown report (``sebs_wrappers.report``).
+CSV/JSON results, plots and a Markdown report (``sebs_wrappers.report``). A policy label
+``P+preempt@N`` runs P with ``--preempt`` on N action cores (``sebs_wrappers.labels``); the
+calls are made for ``--cores`` whatever a platform's cores, so ``fc@1 openwhisk@2`` compares
+two platforms on the same load.
 
 ``--short`` is a configuration that ends in a few minutes on 2 cores (CI); the defaults are the
 full configuration documented in docs/experiments.md.
@@ -22,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sebs_wrappers.labels import CORES, PREEMPT, parse_label, with_preempt
+from sebs_wrappers.labels import split_policy as split_policy
 from whisk.argtypes import (
     input_dir,
     nonnegative_float,
@@ -36,22 +41,15 @@ if TYPE_CHECKING:
     from sebs_wrappers.deploy import Deployment
     from sebs_wrappers.inputs import PreparedInput
     from sebs_wrappers.objstore import Services
+    from sebs_wrappers.platform import Platform
     from sebs_wrappers.progress import ExperimentProgress
     from whisk.client import OpenWhisk
 
 Lateness = dict[tuple, dict[str, float]]
 
 HELP = "run the node-level scheduling experiment (SeBS functions x policies) and write a report"
-PREEMPT = "+preempt"  # a policy label's suffix: that policy, with --preempt
-
-
-def split_policy(label: str) -> tuple[str, bool]:
-    """``sept+preempt`` -> ("sept", True); ``fc`` -> ("fc", False)."""
-    return label.removesuffix(PREEMPT), label.endswith(PREEMPT)
-
 
 DEFAULT_POLICIES = ("openwhisk", "fifo", "sept", "eect", "rect", "fc")
-BASELINE = "openwhisk"
 
 
 @dataclass
@@ -104,8 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--policies",
         nargs="+",
-        help=f"default: {' '.join(DEFAULT_POLICIES)}; POLICY{PREEMPT} runs POLICY with "
-        "--preempt (e.g. sept sept+preempt)",
+        help=f"default: {' '.join(DEFAULT_POLICIES)}; a label POLICY[{PREEMPT}][{CORES}N] "
+        f"runs POLICY ({PREEMPT}: with --preempt; {CORES}N: on N action cores instead of "
+        f"--cores), on the same calls (e.g. sept sept{PREEMPT}, or fc{CORES}1 openwhisk{CORES}2)",
     )
     a(
         "--intensities",
@@ -120,7 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="window_s",
         help="seconds the calls spread over (default 60)",
     )
-    a("--cores", type=positive_int, help="action cores of the platform (default 2)")
+    a(
+        "--cores",
+        type=positive_int,
+        help="cores the load is made for (calls = I x cores x window / 60), and the action "
+        f"cores of every platform whose label has no {CORES}N (default 2)",
+    )
     a("--user-memory", type=positive_int, dest="user_memory_mb", help="container memory pool, MB")
     a("--action-timeout-ms", type=positive_int, help="raised action time limit (default 300000)")
     a("--seed", type=int, help="base seed of the call sequences (default 1)")
@@ -160,6 +164,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_label(label: str) -> None:
+    """Refuse a label whose platform could not start, before hours of measuring."""
+    from policies import POLICY_NAMES
+
+    name = parse_label(label).policy
+    if name not in POLICY_NAMES:
+        raise ValueError(
+            f"policy label {label!r}: unknown policy {name!r}; choose one of "
+            + ", ".join(POLICY_NAMES)
+        )
+
+
+def platform_cores(cfg: ExperimentConfig, label: str) -> int:
+    """Action cores of the platform a label names: its own ``@N``, else ``--cores``."""
+    cores = parse_label(label).cores
+    return cfg.cores if cores is None else cores
+
+
+def make_platform(cfg: ExperimentConfig, label: str) -> Platform:
+    """The ``ow-invoker standalone`` a label asks for (not started): its policy, with
+    ``--preempt`` or not, on its own action cores."""
+    from sebs_wrappers.platform import Platform
+
+    parsed = parse_label(label)
+    return Platform(
+        parsed.policy,
+        extra_args=("--preempt",) if parsed.preempt else (),
+        cores=platform_cores(cfg, label),
+        user_memory_mb=cfg.user_memory_mb,
+        state_dir=cfg.out_dir / "state" / f"platform-{label}",
+        log=cfg.out_dir / "logs" / f"platform-{label}.log",
+    )
+
+
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     from sebs_wrappers import catalog
 
@@ -194,8 +232,11 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         base["apihost"] = args.apihost
         if not args.policies:
             base["policies"] = ["external"]
-    elif getattr(args, "preempt", False):
-        base["policies"] = [p if p.endswith(PREEMPT) else p + PREEMPT for p in base["policies"]]
+    else:
+        for label in base["policies"]:
+            check_label(label)
+        if getattr(args, "preempt", False):
+            base["policies"] = [with_preempt(p) for p in base["policies"]]
     sizes: dict[str, str] = {}
     for v in args.size:
         key, _, size = v.rpartition("=")
@@ -291,23 +332,17 @@ async def run_policy(
 ) -> tuple[list[CallRow], dict[str, list[float]], Lateness]:
     """One policy: platform up, deploy, warm, idle medians, all runs, platform down."""
     from sebs_wrappers import deploy
-    from sebs_wrappers.platform import Platform
     from whisk.client import OpenWhisk
 
     out = cfg.out_dir
     platform = None
     apihost = cfg.apihost
+    cores = platform_cores(cfg, policy)
     if apihost is None:
-        name, preempt = split_policy(policy)
-        platform = Platform(
-            name,
-            extra_args=("--preempt",) if preempt else (),
-            cores=cfg.cores,
-            user_memory_mb=cfg.user_memory_mb,
-            state_dir=out / "state" / f"platform-{policy}",
-            log=out / "logs" / f"platform-{policy}.log",
+        platform = make_platform(cfg, policy)
+        progress.log(
+            f"[{policy}] starting standalone on port {platform.port}, {cores} action core(s)"
         )
-        progress.log(f"[{policy}] starting standalone on port {platform.port}")
         await platform.start(cfg.auth)
         apihost = platform.apihost
     rows: list[CallRow] = []
@@ -335,7 +370,7 @@ async def run_policy(
                     + "; ".join(f"{c.action}: {c.detail}" for c in bad)
                 )
             progress.log(f"[{policy}] verified {len(checks)} actions; warming up")
-            await warm_up(ow, dep, cfg.cores, cfg.warm_rounds)
+            await warm_up(ow, dep, cores, cfg.warm_rounds)
             idle = await measure_idle(ow, dep, cfg.idle_samples)
             progress.log(
                 f"[{policy}] idle medians: "
@@ -395,7 +430,7 @@ async def run_once(
 
     tag = f"i{intensity:g}-r{rep}"
     actions = sorted(dep.actions)
-    calls = uniform_calls(
+    calls = uniform_calls(  # made for --cores, whatever cores this platform has
         actions,
         {a: dep.actions[a].params for a in actions},
         intensity=intensity,

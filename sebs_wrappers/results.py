@@ -23,6 +23,7 @@ from typing import Any
 from gatling.scenario import Timing
 from sebs_wrappers import analysis, plots, report
 from sebs_wrappers.analysis import CallRow
+from sebs_wrappers.labels import baseline_label
 from whisk.client import annotation
 
 
@@ -154,7 +155,7 @@ def write_outputs(out: Path) -> Path:
     intensities = sorted({r.intensity for r in rows})
     summary = analysis.by_policy_intensity(rows)
     per_fn = analysis.by_function(rows)
-    baseline = "openwhisk"
+    baseline = baseline_label(policies)  # e.g. openwhisk@2 when FC on 1 core faces it
     ratios = analysis.ratios(summary, baseline)
     analysis.write_table(out / "summary.csv", analysis.flat(summary, ("policy", "intensity")))
     analysis.write_table(

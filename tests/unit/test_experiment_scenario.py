@@ -77,3 +77,83 @@ def test_bad_input() -> None:
         uniform_calls([], {}, intensity=1, cores=1)
     with pytest.raises(ValueError):
         gen(window_s=0)
+
+
+# --- policy labels: POLICY[+preempt][@CORES] (the live capacity point: fc@1 openwhisk@2) ---
+
+
+def experiment_config(*argv: str):
+    import argparse
+
+    from sebs_wrappers import experiment
+
+    parser = argparse.ArgumentParser()
+    experiment.add_arguments(parser)
+    return experiment.config_from_args(parser.parse_args(list(argv)))
+
+
+@pytest.mark.parametrize(
+    ("label", "policy", "preempt", "cores"),
+    [
+        ("fc", "fc", False, None),
+        ("sept+preempt", "sept", True, None),
+        ("fc@1", "fc", False, 1),
+        ("openwhisk@2", "openwhisk", False, 2),
+        ("fc+preempt@3", "fc", True, 3),
+    ],
+)
+def test_a_label_names_policy_preemption_and_cores(
+    label: str, policy: str, preempt: bool, cores: int | None
+) -> None:
+    from sebs_wrappers.labels import PolicyLabel, parse_label
+
+    parsed = parse_label(label)
+    assert parsed == PolicyLabel(policy, preempt, cores)
+    assert str(parsed) == label  # labels name result rows and run directories as written
+
+
+@pytest.mark.parametrize("label", ["fc@0", "fc@", "fc@x", "@2", "fc@1+preempt", "fc@1@2", ""])
+def test_malformed_labels_are_refused(label: str) -> None:
+    from sebs_wrappers.labels import parse_label
+
+    with pytest.raises(ValueError):
+        parse_label(label)
+
+
+def test_each_label_gets_its_own_cores_on_the_same_calls(tmp_path) -> None:
+    """FC on one action core against the baseline on two: the platforms differ only in
+    their cores (and policy); the call sequence is made for --cores, the same for both."""
+    from sebs_wrappers.experiment import make_platform, platform_cores
+
+    cfg = experiment_config(
+        "--policies", "fc@1", "openwhisk@2", "sept", "--cores", "2", "--out", str(tmp_path)
+    )
+    assert cfg.policies == ["fc@1", "openwhisk@2", "sept"] and cfg.cores == 2
+    assert [platform_cores(cfg, p) for p in cfg.policies] == [1, 2, 2]
+    argv = {p: make_platform(cfg, p).proc.argv for p in cfg.policies}
+    for label, policy, cores in (("fc@1", "fc", "1"), ("openwhisk@2", "openwhisk", "2")):
+        assert argv[label][argv[label].index("--policy") + 1] == policy
+        assert argv[label][argv[label].index("--action-cores") + 1] == cores
+        assert "--preempt" not in argv[label]
+        assert argv[label][argv[label].index("--state-dir") + 1].endswith(f"platform-{label}")
+
+
+def test_preempt_flag_and_bad_labels_with_cores() -> None:
+    cfg = experiment_config("--policies", "fc@1", "openwhisk@2", "--preempt")
+    assert cfg.policies == ["fc+preempt@1", "openwhisk+preempt@2"]
+    from sebs_wrappers.experiment import make_platform
+
+    argv = make_platform(cfg, "fc+preempt@1").proc.argv
+    assert "--preempt" in argv and argv[argv.index("--action-cores") + 1] == "1"
+    with pytest.raises(ValueError, match="fc@0"):
+        experiment_config("--policies", "fc@0")
+    with pytest.raises(ValueError, match="unknown policy"):
+        experiment_config("--policies", "fcc@1")
+
+
+def test_ratios_are_taken_against_the_baseline_label_that_ran() -> None:
+    from sebs_wrappers.labels import baseline_label
+
+    assert baseline_label(["fc@1", "openwhisk@2", "fc"]) == "openwhisk@2"
+    assert baseline_label(["openwhisk@2", "openwhisk", "fc"]) == "openwhisk"
+    assert baseline_label(["openwhisk+preempt", "fc"]) == "openwhisk"  # none ran: no ratios
