@@ -17,6 +17,7 @@ from front.identities import Identities
 from front.resolve import Resolver
 from front.routes.actions import ActionRoutes
 from front.routes.activations import ActivationRoutes
+from front.routes.apis import ApiRoutes
 from front.routes.context import Context
 from front.routes.namespaces import NamespaceRoutes
 from front.routes.packages import PackageRoutes
@@ -77,4 +78,5 @@ class Api:
         ):
             app.add_routes(collection(ctx).routes(NAMESPACE))
         app.add_routes(WebRoutes(ctx).routes())
+        app.add_routes(ApiRoutes(ctx).routes())  # wsk api: apimgmt and the gateway
         return app

@@ -21,6 +21,14 @@ COLLECTIONS = {"actions": "action", "packages": "package", "triggers": "trigger"
 MAX_SCAN = 10_000
 
 
+class ConcurrentChange(BadRequest):
+    """The document changed between our read and our write (HTTP 409); callers that merge
+    into a document (the API gateway's) read it again and retry."""
+
+    def __init__(self) -> None:
+        super().__init__(CONFLICT, 409)
+
+
 class Entities:
     def __init__(self, store: Store, db: str, clock: Clock) -> None:
         self.store = store
@@ -63,7 +71,7 @@ class Entities:
         try:
             rev = await self.store.put(self.db, doc)
         except Conflict:
-            raise BadRequest(CONFLICT, 409) from None
+            raise ConcurrentChange() from None
         doc["_rev"] = rev
         return rev
 
@@ -72,7 +80,7 @@ class Entities:
         try:
             await self.store.delete(self.db, doc["_id"], doc["_rev"])
         except Conflict:
-            raise BadRequest(CONFLICT, 409) from None
+            raise ConcurrentChange() from None
 
     async def list(self, path: str, kind: str, nested: bool = True) -> list[dict[str, Any]]:
         """Every ``kind`` document in ``path`` (a namespace, or ``ns/pkg``), newest first;

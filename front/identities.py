@@ -61,6 +61,14 @@ class Identities:
             out[auth] = identity(ns, auth)
         return cls(out)
 
+    def owner(self, namespace: str) -> Identity | None:
+        """The identity of the namespace called ``namespace``: web actions run as it."""
+        return next((i for i in self.by_key.values() if i.namespace == namespace), None)
+
+    def owner_by_uuid(self, namespace_uuid: str) -> Identity | None:
+        """The identity whose namespace has this uuid (the API gateway's URLs carry it)."""
+        return next((i for i in self.by_key.values() if i.namespace_uuid == namespace_uuid), None)
+
     def authenticate(self, header: str | None) -> Identity | None:
         if not header:
             return None

@@ -1,19 +1,141 @@
 """``/api/v1/web/{ns}/{pkg}/{action}[.ext]``: web actions, callable without credentials,
-run as the namespace's owner; ``default`` is the package of actions outside packages."""
+run as the namespace's owner; ``default`` is the package of actions outside packages.
+
+:func:`find_web_action` and :func:`serve_web_action` are shared with the API gateway
+(:mod:`front.routes.apis`), which calls the same actions under its own URLs."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp import web
 
 from front.entities import annotation
-from front.http import MAX_PAYLOAD, NOT_FOUND, BadRequest, error, json_response
+from front.http import MAX_PAYLOAD, NOT_FOUND, BadRequest, NotFound, error, json_response
 from front.names import valid_name
+from front.resolve import ResolvedAction
 from front.routes.context import Context
-from whisk.protocol import QualifiedName, loads
+from whisk.protocol import QualifiedName, dumps, loads
 from whisk.protocol.json import JSONDecodeError
+from whisk.protocol.messages import Identity
 from whisk.protocol.records import StatusCode
+
+# Response types whose result field is sent as it is, and with which content type.
+CONTENT_TYPES = {"html": "text/html", "svg": "image/svg+xml"}
+# Headers of the message framing, which the server sets from the body it sends.
+_FRAMING = ("content-length", "transfer-encoding", "connection")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP header name
+
+
+def is_web_action(action: ResolvedAction) -> bool:
+    return annotation(action.doc, "web-export") in (True, "true")
+
+
+async def find_action(
+    ctx: Context, namespace: str, package: str, name: str
+) -> tuple[Identity, ResolvedAction]:
+    """The action ``namespace/package/name`` (``package`` "" or ``default``: none) as its
+    namespace's owner sees it, and that owner; NotFound (or another refusal) otherwise."""
+    owner = ctx.identities.owner(namespace)
+    if owner is None:
+        raise NotFound()
+    path = namespace if package in ("", "default") else f"{namespace}/{valid_name(package)}"
+    action = await ctx.resolver.action(owner, QualifiedName(path, valid_name(name)), cached=True)
+    return owner, action
+
+
+async def find_web_action(
+    ctx: Context, namespace: str, package: str, name: str
+) -> tuple[Identity, ResolvedAction] | None:
+    """The web-exported action and its owner; None when there is none by that name (as stock,
+    a missing action and one that is not exported look the same)."""
+    try:
+        owner, action = await find_action(ctx, namespace, package, name)
+    except BadRequest:
+        return None
+    return (owner, action) if is_web_action(action) else None
+
+
+async def serve_web_action(
+    ctx: Context,
+    request: web.Request,
+    owner: Identity,
+    action: ResolvedAction,
+    ext: str,
+    ow_path: str = "",
+) -> web.StreamResponse:
+    """Run ``action`` for ``request`` (query and body as its parameters, with the request's
+    ``__ow_method``, ``__ow_headers`` and ``__ow_path``) and answer as the response type
+    ``ext`` asks: the result (json), the result's statusCode/headers/body (http), or one of
+    its fields (text, html, svg)."""
+    params: dict[str, Any] = dict(request.query)
+    raw = await request.read()
+    if len(raw) > MAX_PAYLOAD:
+        return error(413, "The request content was too large.", request)
+    if raw.strip():
+        try:
+            body = loads(raw)
+        except (JSONDecodeError, UnicodeDecodeError):
+            body = {"__ow_body": raw.decode("utf-8", "replace")}
+        if isinstance(body, dict):
+            params.update(body)
+    params.update(
+        __ow_method=request.method.lower(),
+        __ow_headers={
+            k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"
+        },
+        __ow_path=ow_path,
+    )
+    aid, record = await ctx.activator.invoke(
+        owner, action, params, blocking=True, wait_s=ctx.blocking_wait_s
+    )
+    headers = {"x-openwhisk-activation-id": aid}
+    if record is None:
+        return json_response({"activationId": aid}, 202, headers)
+    code = StatusCode(record["response"]["statusCode"])
+    result = record["response"].get("result")
+    if code != StatusCode.SUCCESS:
+        status = 500 if code == StatusCode.WHISK_ERROR else 400
+        message = result.get("error") if isinstance(result, dict) else result
+        return error(status, str(message) if message else code.status)
+    if ext == "json":
+        return json_response(result, headers=headers)
+    if ext == "http" and isinstance(result, dict):
+        response = http_response(result, headers)
+        if response is None:
+            return error(400, "The action did not produce a valid response.", request)
+        return response
+    text = result.get(ext, "") if isinstance(result, dict) else ""
+    return web.Response(
+        text=str(text), headers=headers, content_type=CONTENT_TYPES.get(ext, "text/plain")
+    )
+
+
+def http_response(result: dict[str, Any], headers: dict[str, str]) -> web.Response | None:
+    """The response an http action asks for (``statusCode``, ``headers``, ``body``; its own
+    Content-Type wins), or None when it is not one that can be sent."""
+    status = result.get("statusCode", 200)
+    given = result.get("headers") or {}
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        return None
+    if not isinstance(given, dict):
+        return None
+    hdrs = dict(headers)
+    for key, value in given.items():
+        text = value if isinstance(value, str) else dumps(value).decode()
+        if not _TOKEN.fullmatch(key) or "\r" in text or "\n" in text:
+            return None
+        if key.lower() not in _FRAMING:
+            hdrs[key] = text
+    body = result.get("body", "")
+    if isinstance(body, dict | list):
+        payload, kind = dumps(body), "application/json"
+    else:
+        payload, kind = str(body).encode(), "text/plain; charset=utf-8"
+    if not any(k.lower() == "content-type" for k in hdrs):
+        hdrs["Content-Type"] = kind
+    return web.Response(body=payload, status=status, headers=hdrs)
 
 
 class WebRoutes:
@@ -28,60 +150,7 @@ class WebRoutes:
         name, _, ext = request.match_info["action"].rpartition(".")
         if not name:
             name, ext = request.match_info["action"], "http"
-        owner = next((i for i in self.ctx.identities.by_key.values() if i.namespace == ns), None)
-        try:
-            if owner is None:
-                raise BadRequest(NOT_FOUND, 404)
-            path = ns if pkg == "default" else f"{ns}/{valid_name(pkg)}"
-            action = await self.ctx.resolver.action(
-                owner, QualifiedName(path, valid_name(name)), cached=True
-            )
-        except BadRequest:
+        found = await find_web_action(self.ctx, ns, pkg, name)
+        if found is None:
             return error(404, NOT_FOUND, request)
-        if annotation(action.doc, "web-export") not in (True, "true"):
-            return error(404, NOT_FOUND, request)
-        params: dict[str, Any] = dict(request.query)
-        raw = await request.read()
-        if len(raw) > MAX_PAYLOAD:
-            return error(413, "The request content was too large.", request)
-        if raw.strip():
-            try:
-                body = loads(raw)
-            except (JSONDecodeError, UnicodeDecodeError):
-                body = {"__ow_body": raw.decode("utf-8", "replace")}
-            if isinstance(body, dict):
-                params.update(body)
-        params.update(
-            __ow_method=request.method.lower(),
-            __ow_headers={
-                k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"
-            },
-            __ow_path="",
-        )
-        aid, record = await self.ctx.activator.invoke(
-            owner, action, params, blocking=True, wait_s=self.ctx.blocking_wait_s
-        )
-        headers = {"x-openwhisk-activation-id": aid}
-        if record is None:
-            return json_response({"activationId": aid}, 202, headers)
-        code = StatusCode(record["response"]["statusCode"])
-        result = record["response"].get("result")
-        if code != StatusCode.SUCCESS:
-            status = 500 if code == StatusCode.WHISK_ERROR else 400
-            message = result.get("error") if isinstance(result, dict) else result
-            return error(status, str(message) if message else code.status)
-        if ext == "json":
-            return json_response(result, headers=headers)
-        if ext == "http" and isinstance(result, dict):
-            status = result.get("statusCode", 200)
-            body = result.get("body", "")
-            hdrs = {**headers, **{k: str(v) for k, v in (result.get("headers") or {}).items()}}
-            if isinstance(body, dict | list):
-                return json_response(body, status, hdrs)
-            return web.Response(text=str(body), status=status, headers=hdrs)
-        text = result.get(ext, "") if isinstance(result, dict) else ""
-        return web.Response(
-            text=str(text),
-            headers=headers,
-            content_type="text/html" if ext == "html" else "text/plain",
-        )
+        return await serve_web_action(self.ctx, request, *found, ext)

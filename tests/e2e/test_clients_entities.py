@@ -1,7 +1,8 @@
 """Real clients, written by others, through the whole entity surface (issue #17): sequences,
 packages (bindings, shared packages), triggers and rules, activation list filters, namespaces.
 
-- Apache's `openwhisk` npm client, every entity kind (js_entities.js prints what it saw);
+- Apache's `openwhisk` npm client, every entity kind (js_entities.js prints what it saw), and
+  its `routes` through the API gateway (js_routes.js);
 - the Adobe I/O Runtime CLI (`aio runtime ...`): sequences, packages, bindings, triggers,
   rules, and `aio runtime deploy` of a wskdeploy manifest;
 - the Serverless Framework v3 with the serverless-openwhisk plugin: deploy, invoke, remove;
@@ -238,6 +239,73 @@ def test_js_namespaces_and_deletes(js_run: dict[str, Any]):
 
     assert out["firedDeleted"] == 404
     assert out["leftover"] == []
+
+
+SHOP_OPERATIONS = [("/items", "get"), ("/items", "post"), ("/items/{id}", "get")]
+
+
+def test_js_routes(platform: Platform, node_modules: Path):
+    """The API gateway (``wsk api``'s endpoints) with the npm client's ``ow.routes``: create
+    (json and http response types, a path parameter), list with filters, get by base path and
+    by name, delete by operation and whole, what another namespace sees, and calls through the
+    gateway URL the create answered (js_routes.js)."""
+    p = subprocess.run(
+        ["node", str(HERE / "js_routes.js")],
+        env={
+            **os.environ,
+            "NODE_PATH": str(node_modules),
+            "OW_APIHOST": platform.url,
+            "OW_AUTH": platform.auth,
+            "OW_SYSTEM_AUTH": SYSTEM.authkey["api_key"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-4000:]
+    out: dict[str, Any] = json.loads(p.stdout)
+    uuid = platform.auth.split(":")[0]
+    assert out["created"] == {
+        "gwApiUrl": f"{platform.url}/api/{uuid}/jsshop",
+        "title": "JS Shop",
+        "basePath": "/jsshop",
+    }
+    assert out["pathParameters"] == [["id", "path"]]
+    assert out["nonWeb"] == {
+        "status": 400,
+        "error": "Action '/guest/jsplain' is not a web action. Issue 'wsk action update "
+        '"/guest/jsplain" --web true\' to convert the action to a web action.',
+    }
+    assert out["missingAction"]["status"] == 404
+
+    shop = [f"/jsshop {path} {verb} jsshop" for path, verb in SHOP_OPERATIONS]
+    assert [o for o in out["list"] if o.startswith("/jsshop ")] == shop
+    assert out["listFiltered"] == ["/jsshop /items post jsshop"]
+    assert out["get"] == shop and out["getByName"] == shop
+    assert not [o for o in out["otherNamespaceList"] if o.startswith("/jsshop ")]
+    assert out["otherNamespaceDelete"]["status"] == 404
+
+    # json: the whole result; http: the action's status, headers and body, with the path.
+    json_call = out["callJson"]
+    assert json_call["status"] == 200 and json_call["cors"] == "*"
+    assert json_call["body"]["seen"] == {"method": "get", "path": "", "name": "pen", "qty": None}
+    assert out["callHttp"] == {
+        "status": 201,
+        "shop": "yes",
+        "cors": "*",
+        "body": {"method": "post", "path": "/jsshop/items", "name": "ink", "qty": 3},
+    }
+    assert out["callParam"]["status"] == 201
+    assert out["callParam"]["body"]["path"] == "/jsshop/items/42"
+    assert out["callMissing"]["status"] == 404
+
+    assert out["deleteOperation"] == {}
+    assert out["afterDeleteOperation"] == [shop[0], shop[2]]
+    assert out["callDeleted"]["status"] == 405
+    assert out["deleteApi"] == {}
+    assert not [o for o in out["afterDelete"] if o.startswith("/jsshop ")]
+    assert out["deleteAgain"] == {"status": 404, "error": "API '/jsshop' does not exist."}
+    assert out["callAfterDelete"]["status"] == 404
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,8 +673,8 @@ def test_serverless_deploy_invoke_remove(platform: Platform, serverless_modules:
     status, body = rest(platform, "GET", "/api/v1/web/guest/default/owsls-dev-web.json?name=W")
     assert (status, body) == (200, {"msg": "web W"})
 
-    # After deploying it lists what is there from the four collections (`serverless info`
-    # alone would fail without an API gateway, on stock too; after deploy that is tolerated).
+    # After deploying it lists what is there from the four collections and the gateway's
+    # routes (`serverless info`).
     for name in ("owsls-dev-hello", "slspkg/shout", "owsls-dev-pipeline", "slsping", "slspkg"):
         assert name in out, out
 
