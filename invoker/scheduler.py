@@ -82,7 +82,7 @@ class Preemption:
     ratio: float = 0.5
     pause_cost_s: float = 0.01
     max_paused: int = 8
-    max_pauses: int = 4
+    max_pauses: int = 16
 
     def __post_init__(self) -> None:
         if not 0 < self.ratio < 1 or self.pause_cost_s < 0:
