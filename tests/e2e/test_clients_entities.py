@@ -361,6 +361,9 @@ def table_rows(text: str) -> dict[str, list[str]]:
     return rows
 
 
+# One deployment: each of its ~40 commands starts the CLI (a minute in all); the same front
+# code serves both, and the JS client's tests cover the entities on both.
+@pytest.mark.parametrize("platform", ["kafka"], indirect=True)
 def test_aio_cli_entities(platform: Platform, aio_cli, tmp_path):
     aio = Aio(aio_cli, platform, tmp_path)
     for name, code in {"inc": INC, "double": DOUBLE, "greet": GREET, "onevent": ONEVENT}.items():
