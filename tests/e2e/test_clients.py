@@ -5,14 +5,12 @@ here) and Apache's `openwhisk` npm client."""
 from __future__ import annotations
 
 import io
-import json
-import os
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.clients import Cli, run_node
 from tests.e2e.platforms import ROOT, Platform
 
 pytestmark = pytest.mark.services
@@ -31,38 +29,6 @@ def zipped_action() -> bytes:
         z.writestr("__main__.py", "import helper\ndef main(a):\n    return {'zip': helper.X}\n")
         z.writestr("helper.py", "X = 'from a zip'\n")
     return buf.getvalue()
-
-
-class Cli:
-    def __init__(self, argv: list[str], platform: Platform, home: Path) -> None:
-        self.argv = argv
-        self.env = {
-            **os.environ,
-            "NODE_PATH": str(ROOT / ".cache" / "aio" / "node_modules"),
-            "AIO_RUNTIME_APIHOST": platform.url,
-            "AIO_RUNTIME_AUTH": platform.auth,
-            "AIO_CLI_TELEMETRY_OPTOUT": "true",
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-        }
-
-    def __call__(self, *args: str, ok: bool = True) -> str:
-        p = subprocess.run(
-            [*self.argv, "runtime", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if ok:
-            assert p.returncode == 0, f"aio runtime {' '.join(args)}:\n{p.stdout}\n{p.stderr}"
-        return p.stdout
-
-    def json(self, *args: str) -> object:
-        out = self(*args)
-        # `action get` prints the action's name on a line of its own before the JSON.
-        starts = [i for i in (out.find("{"), out.find("[")) if i >= 0]
-        return json.loads(out[min(starts) :])
 
 
 def test_cli_flow(platform: Platform, aio_cli, tmp_path):
@@ -135,20 +101,8 @@ def test_js_client_flow(platform: Platform, tmp_path):
     if not (NODE_CLIENTS / "openwhisk").is_dir():
         pytest.fail("the openwhisk npm client is missing: run `scripts/install.sh openwhisk-js`")
     (tmp_path / "action.zip").write_bytes(zipped_action())
-    p = subprocess.run(
-        ["node", str(Path(__file__).with_name("js_flow.js")), str(tmp_path / "action.zip")],
-        env={
-            **os.environ,
-            "NODE_PATH": str(NODE_CLIENTS),
-            "OW_APIHOST": platform.url,
-            "OW_AUTH": platform.auth,
-        },
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    flow = Path(__file__).with_name("js_flow.js")
+    out = run_node(flow, platform, NODE_CLIENTS, 180, str(tmp_path / "action.zip"))
     assert out["result"] == {"msg": "Hello JS"}
     assert out["blockingStatus"] == "success"
     assert out["activationResult"] == {"msg": "Hello NB"}

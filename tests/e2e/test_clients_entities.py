@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from front.identities import SYSTEM
-from tests.e2e.platforms import ROOT, Platform
+from tests.e2e.clients import Cli, run_node
+from tests.e2e.platforms import Platform
 
 pytestmark = pytest.mark.services
 
@@ -100,21 +100,7 @@ def annotation_map(entity: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def js_run(platform: Platform, node_modules: Path) -> dict[str, Any]:
     """js_entities.js run once per deployment; the tests below each check one part of it."""
-    p = subprocess.run(
-        ["node", str(HERE / "js_entities.js")],
-        env={
-            **os.environ,
-            "NODE_PATH": str(node_modules),
-            "OW_APIHOST": platform.url,
-            "OW_AUTH": platform.auth,
-            "OW_SYSTEM_AUTH": SYSTEM.authkey["api_key"],
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert p.returncode == 0, p.stderr[-4000:]
-    out: dict[str, Any] = json.loads(p.stdout)
+    out: dict[str, Any] = run_node(HERE / "js_entities.js", platform, node_modules, 600)
     return out
 
 
@@ -249,21 +235,7 @@ def test_js_routes(platform: Platform, node_modules: Path):
     (json and http response types, a path parameter), list with filters, get by base path and
     by name, delete by operation and whole, what another namespace sees, and calls through the
     gateway URL the create answered (js_routes.js)."""
-    p = subprocess.run(
-        ["node", str(HERE / "js_routes.js")],
-        env={
-            **os.environ,
-            "NODE_PATH": str(node_modules),
-            "OW_APIHOST": platform.url,
-            "OW_AUTH": platform.auth,
-            "OW_SYSTEM_AUTH": SYSTEM.authkey["api_key"],
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stderr[-4000:]
-    out: dict[str, Any] = json.loads(p.stdout)
+    out: dict[str, Any] = run_node(HERE / "js_routes.js", platform, node_modules, 300)
     uuid = platform.auth.split(":")[0]
     assert out["created"] == {
         "gwApiUrl": f"{platform.url}/api/{uuid}/jsshop",
@@ -312,45 +284,6 @@ def test_js_routes(platform: Platform, node_modules: Path):
 # The Adobe I/O Runtime CLI
 
 
-class Aio:
-    """`aio runtime ...` against the platform, with the guest's namespace configured (the
-    deploy command needs it) and runtime auth (not Adobe's deploy service)."""
-
-    def __init__(self, argv: list[str], platform: Platform, home: Path) -> None:
-        self.argv = argv
-        self.cwd = home
-        self.env = {
-            **os.environ,
-            "NODE_PATH": str(ROOT / ".cache" / "aio" / "node_modules"),
-            "AIO_RUNTIME_APIHOST": platform.url,
-            "AIO_RUNTIME_AUTH": platform.auth,
-            "AIO_RUNTIME_NAMESPACE": "guest",
-            "USE_RUNTIME_AUTH": "true",
-            "AIO_CLI_TELEMETRY_OPTOUT": "true",
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-        }
-
-    def __call__(self, *args: str, ok: bool = True) -> str:
-        p = subprocess.run(
-            [*self.argv, "runtime", *args],
-            env=self.env,
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if ok:
-            assert p.returncode == 0, f"aio runtime {' '.join(args)}:\n{p.stdout}\n{p.stderr}"
-        return p.stdout
-
-    def json(self, *args: str) -> Any:
-        out = self(*args)
-        # Some commands print the entity's name on a line of its own before the JSON.
-        starts = [i for i in (out.find("{"), out.find("[")) if i >= 0]
-        return json.loads(out[min(starts) :])
-
-
 def table_rows(text: str) -> dict[str, list[str]]:
     """An aio table (ux.table) as {last column: the row's cells}."""
     rows = {}
@@ -365,7 +298,7 @@ def table_rows(text: str) -> dict[str, list[str]]:
 # code serves both, and the JS client's tests cover the entities on both.
 @pytest.mark.parametrize("platform", ["kafka"], indirect=True)
 def test_aio_cli_entities(platform: Platform, aio_cli, tmp_path):
-    aio = Aio(aio_cli, platform, tmp_path)
+    aio = Cli(aio_cli, platform, tmp_path, namespace="guest")
     for name, code in {"inc": INC, "double": DOUBLE, "greet": GREET, "onevent": ONEVENT}.items():
         (tmp_path / f"{name}.js").write_text(code)
     kind = ("--kind", "nodejs:20")
@@ -509,7 +442,7 @@ packages:
 def test_aio_deploy_manifest(platform: Platform, aio_cli, tmp_path):
     """`aio runtime deploy -m manifest.yml` (wskdeploy's manifest format): packages with
     actions, a sequence, a trigger with a rule, a web action, a binding; then undeploy."""
-    aio = Aio(aio_cli, platform, tmp_path)
+    aio = Cli(aio_cli, platform, tmp_path, namespace="guest")
     files = {"greet": GREET, "inc": INC, "double": DOUBLE, "onevent": ONEVENT, "page": PAGE}
     for name, code in files.items():
         (tmp_path / f"{name}.js").write_text(code)
