@@ -52,6 +52,7 @@ from typing import Any
 
 from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
+from containers.claim import PrefixClaim
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from whisk.manifest import BLACKBOX
@@ -445,6 +446,7 @@ class ProcessBackend:
         self._start_lock = asyncio.Lock()
         self._closed = False
         self._busy: dict[Path, cgroups.ContainerCgroup] = {}  # leftovers still exiting
+        self._claim: PrefixClaim | None = None  # this prefix is ours on the host while we run
         self._reaper: asyncio.Task[None] | None = None
 
     # -- ContainerBackend --------------------------------------------------------------------
@@ -454,6 +456,8 @@ class ProcessBackend:
         return family == "python" or (family == "nodejs" and self.node is not None)
 
     async def start(self) -> None:
+        if self._claim is None:
+            self._claim = PrefixClaim(self.name_prefix)  # before anything is removed
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.use_cgroups:
             if not self._probed:
@@ -623,6 +627,9 @@ class ProcessBackend:
                 missing_ok=True
             )
         self.log_watcher.close()
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import pytest
 from containers import cgroups
 from containers import process as process_module
 from containers.backend import ContainerGone, ContainerSpec, HttpResult
+from containers.claim import PrefixInUse
 from containers.cpu import CpuTimes, share_between
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
@@ -658,6 +659,24 @@ def processes_under(directory: Path) -> list[int]:
             if cwd.startswith(str(directory)):
                 found.append(int(entry))
     return found
+
+
+async def test_a_second_backend_with_the_same_prefix_is_refused(state_dir: Path) -> None:
+    """Start-up removes whatever carries the prefix: a second live backend with it (a second
+    invoker given the same name) must not start and kill the first one's containers."""
+    b = await started(state_dir)
+    try:
+        c = await Maker(b)(ECHO_PY)
+        second = ProcessBackend(state_dir / "other", b.name_prefix)
+        with pytest.raises(PrefixInUse, match=b.name_prefix):
+            await second.start()
+        assert alive(c.pid)
+        assert result(await run(c, {"name": "still"})) == {"greeting": "Hello still"}
+    finally:
+        await b.close()
+    third = ProcessBackend(state_dir / "other", b.name_prefix)  # free once the first stopped
+    await third.start()
+    await third.close()
 
 
 async def test_remove_leftovers_never_kills_unrelated_processes(state_dir: Path) -> None:
