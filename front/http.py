@@ -112,6 +112,12 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     return body
 
 
+def forwarded_headers(request: web.Request) -> dict[str, str]:
+    """The request's headers as an action sees them (``__ow_headers``): lower-cased names,
+    without the caller's credentials."""
+    return {k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"}
+
+
 def flag(request: web.Request, name: str, default: bool = False) -> bool:
     value = request.query.get(name)
     return default if value is None else value.lower() == "true"

@@ -109,9 +109,7 @@ async def start_front(
         topic_prefix=topic_prefix,
         whisks_db=whisks_db,
         activations_db=activations_db,
-        system_identity=next(
-            (i for i in identities.by_key.values() if i.namespace == "whisk.system"), SYSTEM
-        ),
+        system_identity=identities.owner("whisk.system") or SYSTEM,
     )
     await controller.start()
     await seed_system_packages(store, whisks_db, manifest.defaults, clock.epoch_ms())

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sebs_wrappers.labels import CORES, PREEMPT, parse_label, with_preempt
-from sebs_wrappers.labels import split_policy as split_policy
 from whisk.argtypes import (
     input_dir,
     nonnegative_float,

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from front.entitystore import Entities
-from front.http import BadRequest, flag, json_response, listing, read_object
+from front.http import BadRequest, flag, forwarded_headers, json_response, listing, read_object
 from front.names import parse_name, qualified
 from front.routes.context import Context
 from front.triggers import (
@@ -68,8 +68,7 @@ class TriggerRoutes:
         who, docid = self.ctx.own_entity(request)
         trigger = await self.ctx.entities.get(docid, "trigger", cached=True)
         payload = await read_object(request)
-        headers = {k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"}
-        aid = await self.ctx.activator.fire(who, trigger, payload, headers)
+        aid = await self.ctx.activator.fire(who, trigger, payload, forwarded_headers(request))
         if aid is None:  # no active rule: nothing runs and no record is kept, as stock
             return web.Response(status=204)
         return json_response({"activationId": aid}, 202, {"x-openwhisk-activation-id": aid})

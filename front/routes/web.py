@@ -12,7 +12,15 @@ from typing import Any
 from aiohttp import web
 
 from front.entities import annotation
-from front.http import MAX_PAYLOAD, NOT_FOUND, BadRequest, NotFound, error, json_response
+from front.http import (
+    MAX_PAYLOAD,
+    NOT_FOUND,
+    BadRequest,
+    NotFound,
+    error,
+    forwarded_headers,
+    json_response,
+)
 from front.names import valid_name
 from front.resolve import ResolvedAction
 from front.routes.context import Context
@@ -82,9 +90,7 @@ async def serve_web_action(
             params.update(body)
     params.update(
         __ow_method=request.method.lower(),
-        __ow_headers={
-            k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"
-        },
+        __ow_headers=forwarded_headers(request),
         __ow_path=ow_path,
     )
     aid, record = await ctx.activator.invoke(

@@ -175,7 +175,7 @@ def test_the_flag_reaches_the_invoker_and_the_experiment_runner():
     import argparse
 
     from invoker import config
-    from sebs_wrappers.experiment import split_policy
+    from sebs_wrappers.labels import split_policy
 
     parser = argparse.ArgumentParser()
     config.add_arguments(parser)
