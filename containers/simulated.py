@@ -68,6 +68,7 @@ class SimulatedCpu:
         self._ids = itertools.count()
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._due: list[int] = []  # the calls the pending timer finishes
         self.busy_core_seconds = 0.0
 
     def _rates(self) -> dict[int, float]:
@@ -91,20 +92,35 @@ class SimulatedCpu:
             self.busy_core_seconds += elapsed * rate * job.cpu
 
     def _reschedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Finish the calls that are done and set the timer for the next to finish.
+
+        Completion is decided on time, not on the float left in ``remaining``: the calls
+        whose finish time is the timer's are finished when it fires, even if the clock's
+        resolution at that value made the step smaller than their rate says (late in a
+        long trace ``remaining / rate`` may be below one ulp of the clock, so the tick
+        would run at the same time and nothing would ever progress)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._due = []
         for jid in [j for j, job in self._jobs.items() if job.remaining <= 1e-12]:
             self._jobs.pop(jid).done.set_result(None)
         if not self._jobs:
             return
         rates = self._rates()
-        delay = min(self._jobs[j].remaining / r for j, r in rates.items())
+        left = {j: self._jobs[j].remaining / r for j, r in rates.items()}
+        delay = min(left.values())
+        # Calls due within a nanosecond of the first finish together (no extra event).
+        self._due = [j for j, t in left.items() if t <= delay + 1e-9]
         self._timer = loop.call_at(loop.time() + delay, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
         self._advance(loop)
+        for jid in self._due:  # their time has come, whatever float is left
+            job = self._jobs.get(jid)
+            if job is not None:
+                job.remaining = 0.0
         self._reschedule(loop)
 
     def submit(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> _Job:

@@ -161,7 +161,7 @@ def simulate(
     """Run one policy over a trace on a fresh virtual-time loop; returns the summary."""
     loop = VirtualTimeLoop()
     try:
-        return loop.run_until_complete(_simulate(trace, policy, settings or SimulationSettings()))
+        return loop.run(_simulate(trace, policy, settings or SimulationSettings()))
     finally:
         loop.close()
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from typing import Protocol
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -50,14 +54,39 @@ class VirtualClock:
             self._t = t
 
 
-class _JumpingSelector(selectors.DefaultSelector):
-    """Instead of blocking for ``timeout`` seconds, jump the virtual clock forward by it."""
+class VirtualTimeStalled(RuntimeError):
+    """Virtual time stopped moving while callbacks kept running: a simulation livelock."""
 
-    def __init__(self, clock: VirtualClock) -> None:
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Instead of blocking for ``timeout`` seconds, jump the virtual clock forward by it.
+
+    It is also the loop's watchdog: the loop selects once per iteration, so a run of
+    ``stall_iterations`` selects at one virtual time means callbacks keep coming without
+    time moving (e.g. a timer that reschedules itself at the same instant). Then it raises
+    :class:`VirtualTimeStalled` naming what is ready, rather than spin for ever."""
+
+    def __init__(self, clock: VirtualClock, stall_iterations: int) -> None:
         super().__init__()
         self._clock = clock
+        self._stall_iterations = max(1, stall_iterations)
+        self._seen = float("nan")
+        self._same = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def select(self, timeout: float | None = None):
+        now = self._clock.now()
+        if now == self._seen:
+            self._same += 1
+            if self._same >= self._stall_iterations:
+                message = (
+                    f"virtual time has stayed at {now!r} s for {self._same} loop iterations "
+                    f"with callbacks ready: {_ready_callbacks(self.loop, now)}"
+                )
+                self._same = 0  # the loop may run again (to cancel what is left)
+                raise VirtualTimeStalled(message)
+        else:
+            self._seen, self._same = now, 0
         ready = super().select(0)
         if ready:
             return ready
@@ -69,19 +98,62 @@ class _JumpingSelector(selectors.DefaultSelector):
         return []
 
 
+def _ready_callbacks(loop: asyncio.AbstractEventLoop | None, now: float, most: int = 5) -> str:
+    """The callbacks ready to run and the timers due at ``now``, most frequent first."""
+    if loop is None:
+        return "(unknown)"
+    handles = list(getattr(loop, "_ready", ()))
+    handles += [h for h in getattr(loop, "_scheduled", ()) if h.when() <= now]
+    counts = Counter(_describe(h) for h in handles if not h.cancelled())
+    if not counts:
+        return "(none)"
+    return "; ".join(f"{n} x {name}" for name, n in counts.most_common(most))
+
+
+def _describe(handle: asyncio.Handle) -> str:
+    callback = getattr(handle, "_callback", None)
+    target = getattr(callback, "__self__", None)
+    if isinstance(target, asyncio.Task):  # a task's step: name its coroutine
+        coro = target.get_coro()
+        return getattr(coro, "__qualname__", repr(coro))
+    return getattr(callback, "__qualname__", repr(callback))
+
+
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An asyncio loop whose time is virtual and jumps to the next timer when idle.
 
     Production coroutines that ``await asyncio.sleep(...)`` or use ``asyncio.timeout`` become
     discrete events, so the simulator needs no second copy of the scheduling logic.
+    ``stall_iterations``: how many loop iterations at one virtual time count as a livelock
+    (:class:`VirtualTimeStalled`); a burst of thousands of calls at one instant takes far
+    fewer, since each iteration runs every ready callback.
     """
 
-    def __init__(self, clock: VirtualClock | None = None) -> None:
+    def __init__(
+        self, clock: VirtualClock | None = None, stall_iterations: int = 1_000_000
+    ) -> None:
         self.clock = clock or VirtualClock()
-        super().__init__(selector=_JumpingSelector(self.clock))
+        selector = _JumpingSelector(self.clock, stall_iterations)
+        super().__init__(selector=selector)
+        selector.loop = self
 
     def time(self) -> float:
         return self.clock.now()
+
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        """``run_until_complete``; if it fails (a stall, an error), the tasks still
+        pending are cancelled and let finish, so none is destroyed pending."""
+        try:
+            return self.run_until_complete(main)
+        except BaseException:
+            tasks = asyncio.all_tasks(self)
+            for task in tasks:
+                task.cancel()
+            try:
+                self.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            except Exception:  # the first error is the one to report
+                pass
+            raise
 
 
 class LoopClock:

@@ -1,10 +1,14 @@
 """The simulator runs the production invoker on a virtual clock: hand-computed schedules
 for each policy on one core, and the paper's ordering on the SeBS-like mix."""
 
+import heapq
+from pathlib import Path
+
 import pytest
 
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import (
+    SEBS_CPU_SHARE,
     TraceCall,
     io_cpu_workload,
     read_trace,
@@ -142,3 +146,40 @@ def test_trace_cpu_column(tmp_path):
     shares = uniform_workload(60, 1, seed=1, window_s=10, cpu_share={"010.sleep": 0.0})
     assert {c.cpu_s for c in shares if c.function == "010.sleep"} == {0.0}
     assert all(c.cpu_s == c.duration_s for c in shares if c.function != "010.sleep")
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def fifo_reference(trace: list[TraceCall], cores: int) -> list[float]:
+    """Response times of non-preemptive FIFO on ``cores`` cores with exact durations,
+    computed independently of the simulator (list scheduling)."""
+    free = [0.0] * cores
+    responses = []
+    for c in trace:
+        start = max(c.arrival_s, heapq.heappop(free))
+        heapq.heappush(free, start + c.duration_s)
+        responses.append(start + c.duration_s - c.arrival_s)
+    return responses
+
+
+@pytest.mark.parametrize("cores", [1, 4])
+def test_the_azure_hang_reproducer_finishes_and_matches_fifo_exactly(cores):
+    # Issue 27: 124 calls of one Azure 2019 function; virtual time stopped at 523.74 s
+    # and the loop spun (now it would fail with VirtualTimeStalled in seconds).
+    trace = read_trace(DATA / "azure2019-one-function-124.csv")
+    assert len(trace) == 124
+    r = simulate(trace, "fifo", SimulationSettings(cores=cores))
+    expected = fifo_reference(trace, cores)
+    assert r["calls"] == 124
+    assert r["mean_response_s"] == pytest.approx(sum(expected) / 124, abs=1e-6)
+    assert r["max_response_s"] == pytest.approx(max(expected), abs=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["fc", "openwhisk"])
+def test_a_long_generator_window_finishes(policy):
+    # 50 virtual minutes of the SeBS mix on one core (the CPU stalled after about 310 s).
+    trace = uniform_workload(6, 1, seed=1, window_s=3000, cpu_share=SEBS_CPU_SHARE)
+    r = simulate(trace, policy, SimulationSettings(cores=1))
+    assert r["calls"] == len(trace) == 300
+    assert r["makespan_s"] > 2900

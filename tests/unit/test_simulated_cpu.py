@@ -1,0 +1,95 @@
+"""The simulated CPU finishes calls on time at any clock value, and the virtual-time loop
+fails fast, naming the culprit, when virtual time stops moving (issue 27)."""
+
+import asyncio
+
+import pytest
+
+from containers.simulated import SimulatedCpu
+from whisk.clock import VirtualClock, VirtualTimeLoop, VirtualTimeStalled
+
+CORE = frozenset({0})
+
+
+def run_calls(start: float, calls: list[tuple[float, float]]) -> list[float]:
+    """Each (arrival, work) call on one shared core from virtual time ``start``; returns
+    each call's end, relative to ``start``, in the order given."""
+    cpu = SimulatedCpu()
+    ends = [0.0] * len(calls)
+
+    async def one(i: int, at: float, work: float) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(at)
+        await cpu.run(work, CORE)
+        ends[i] = loop.time() - start
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i, at, w) for i, (at, w) in enumerate(calls)))
+
+    # A low threshold: a stuck CPU fails the test in milliseconds instead of hanging it.
+    loop = VirtualTimeLoop(VirtualClock(start), stall_iterations=10_000)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return ends
+
+
+# Each of these made the CPU tick at the same virtual time for ever before the fix: the
+# float left in a call's ``remaining`` after the last step, divided by its rate, was below
+# the clock's resolution at that value (about 1e-13 s at 523 s, 1e-10 s at 1e6 s).
+@pytest.mark.parametrize("start", [523.74, 1e6])
+def test_a_short_call_finishes_on_time_late_in_a_trace(start):
+    assert run_calls(start, [(0.0, 0.001)]) == [pytest.approx(0.001, abs=1e-7)]
+
+
+@pytest.mark.parametrize("start", [523.74, 86400.0, 1e6])
+def test_calls_sharing_a_core_finish_on_time_late_in_a_trace(start):
+    # Processor sharing, hand-computed: a (3 ms) alone until 0.7 ms, then with b (1 ms);
+    # c (2 ms) joins at 1.1 ms. a has 2.3 - 0.2 = 2.1 ms left at 1.1, b 0.8 ms: three share
+    # until b ends at 1.1 + 3 x 0.8 = 3.5; c (1.2 ms left) ends at 3.5 + 2 x 1.2 = 5.9, and
+    # a (1.3 ms left at 3.5) 0.1 ms later.
+    ends = run_calls(start, [(0.0, 0.003), (0.0007, 0.001), (0.0011, 0.002)])
+    assert ends == [pytest.approx(e, abs=1e-7) for e in (0.0060, 0.0035, 0.0059)]
+
+
+def test_two_calls_of_the_hang_reproducer_finish():
+    # The first two calls of tests/data/azure2019-one-function-124.csv, 523.74 s in.
+    ends = run_calls(523.74, [(0.0, 0.031), (0.051725, 0.031)])
+    assert ends == [pytest.approx(0.031, abs=1e-7), pytest.approx(0.082725, abs=1e-7)]
+
+
+def stuck(loop: asyncio.AbstractEventLoop, how: str) -> None:
+    """A callback that re-arms itself at the same virtual time, for ever."""
+    if how == "soon":
+        loop.call_soon(stuck, loop, how)
+    else:
+        loop.call_at(loop.time(), stuck, loop, how)
+
+
+@pytest.mark.parametrize("how", ["soon", "timer"])
+def test_the_watchdog_names_a_callback_that_keeps_time_from_moving(how):
+    loop = VirtualTimeLoop(VirtualClock(42.0), stall_iterations=1000)
+    try:
+        loop.call_soon(stuck, loop, how)
+        with pytest.raises(VirtualTimeStalled, match=r"stayed at 42\.0 s.*1 x stuck"):
+            loop.run_until_complete(asyncio.sleep(1.0))
+    finally:
+        loop.close()
+
+
+def test_the_watchdog_lets_a_burst_at_one_instant_and_moving_time_run():
+    # 20 000 tasks at one instant take a few iterations (each runs every ready callback),
+    # and a million quick timers are fine while time moves.
+    async def burst() -> float:
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(asyncio.sleep(0) for _ in range(20_000)))
+        for _ in range(2000):
+            await asyncio.sleep(1e-6)
+        return loop.time()
+
+    loop = VirtualTimeLoop(stall_iterations=50)
+    try:
+        assert loop.run_until_complete(burst()) == pytest.approx(2000e-6)
+    finally:
+        loop.close()
