@@ -21,6 +21,7 @@ HTTP_FIELDS = (
     "host",
     "port",
     "auth",
+    "auth_file",
     "max_timeout_ms",
     "max_memory_mb",
     "max_concurrency",
@@ -57,6 +58,7 @@ class FrontConfig:
         "some_passw0rd",
         env=_shared("couchdb_password", "CONFIG_whisk_couchdb_password"),
         help="CouchDB password",
+        secret=True,
     )
     db_prefix: str = setting(
         "whisk_local_", env=_shared("db_prefix", "DB_PREFIX"), help="CouchDB database name prefix"
@@ -75,7 +77,14 @@ class FrontConfig:
     auth: tuple[str, ...] = setting(
         factory=tuple,
         repeat=True,
-        help="NAMESPACE=UUID:KEY identity (repeatable; default: the stock guest keys)",
+        help="NAMESPACE=UUID:KEY identity (repeatable; default: the stock guest keys; a key on "
+        "the command line is readable by every local user: prefer --auth-file, the "
+        "environment, or `ow-invoker admin user create`)",
+        secret=True,
+    )
+    auth_file: str | None = setting(
+        None,
+        help="file of NAMESPACE=UUID:KEY identities, one a line (# comments), added to --auth",
     )
     max_timeout_ms: int = setting(600_000, help="largest action timeout the API accepts")
     max_memory_mb: int = setting(2048, help="largest action memory the API accepts")

@@ -12,15 +12,15 @@ from aiohttp import web
 
 from front.api import Api
 from front.config import HTTP_FIELDS, SETTINGS, FrontConfig
-from front.console import NodeView, mount_console
+from front.console import NodeView, Operator, mount_console
 from front.controller import Controller
 from front.entities import Limits
-from front.identities import SYSTEM, Identities
+from front.identities import SYSTEM, Identities, read_auth_file
 from front.system import seed_system_packages
 from whisk.bus import Bus
 from whisk.clock import Clock
 from whisk.manifest import Manifest
-from whisk.store import Store
+from whisk.store import Store, StoreError
 from whisk.store.records import RecordWriter
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,9 @@ def front_options(cfg: FrontConfig | argparse.Namespace) -> dict[str, Any]:
     return {
         "host": cfg.host,
         "port": cfg.port,
-        "identities": Identities.parse(list(cfg.auth)),
+        "identities": Identities.parse(
+            [*(read_auth_file(cfg.auth_file) if cfg.auth_file else ()), *cfg.auth]
+        ),
         "limits": Limits(
             max_timeout_ms=cfg.max_timeout_ms,
             max_memory_mb=cfg.max_memory_mb,
@@ -94,11 +96,15 @@ async def start_front(
     state_dir: str | Path = ".state/front",
     listen: bool = True,
     node_view: NodeView | None = None,
+    operator: Operator | None = None,
+    subjects_db: str | None = None,
 ) -> Front:
     """The controller side and the API; ``listen=False`` leaves the port closed until
     :meth:`Front.listen` (the embedded mode opens it once its invoker is healthy). The
     records of sequences and trigger fires wait under ``state_dir`` while the database is
-    away. ``node_view``: the in-process invoker's scheduler snapshot, for the console."""
+    away. ``node_view``: the in-process invoker's scheduler snapshot, for the console, whose
+    every namespace only ``operator`` credentials see. ``subjects_db``: the users
+    ``ow-invoker admin user create`` writes there are accepted too, within a second."""
     manifest = manifest or Manifest()
     identities = identities or Identities.defaults()
     controller = Controller(
@@ -112,6 +118,14 @@ async def start_front(
         system_identity=identities.owner("whisk.system") or SYSTEM,
     )
     await controller.start()
+    if subjects_db is not None:
+        try:
+            await identities.refresh(store, subjects_db)
+        except StoreError as e:  # kept trying every second
+            log.warning("cannot read the subjects database %s yet: %s", subjects_db, e)
+        controller.supervisor.start(
+            "identities", lambda: identities.keep_fresh(store, subjects_db), critical=False
+        )
     await seed_system_packages(store, whisks_db, manifest.defaults, clock.epoch_ms())
     records = RecordWriter(
         store, activations_db, Path(state_dir) / "front", clock, supervisor=controller.supervisor
@@ -129,7 +143,13 @@ async def start_front(
         sequence_max_length,
     )
     app = api.app()
-    mount_console(app, identities=identities, kinds=manifest.runtimes, node_view=node_view)
+    mount_console(
+        app,
+        identities=identities,
+        kinds=manifest.runtimes,
+        node_view=node_view,
+        operator=operator,
+    )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     front = Front(controller, api, records, runner, host, port)

@@ -5,27 +5,48 @@ documents them.
 
 ``/ping`` answers ``pong`` while the process serves HTTP, as the stock invoker's does;
 ``/health`` answers 200 only while the node can work (the same condition under which it
-pings the controller) and 503 with the reasons otherwise."""
+pings the controller) and 503 with the reasons otherwise.
+
+The password is ``--admin-password`` (or ``CONFIG_whisk_invoker_password``) when given,
+else a random one kept in ``<state-dir>/admin.password`` (0600): no fixed password that an
+action or another local user could guess and ``POST /disable`` the node with."""
 
 from __future__ import annotations
 
 import base64
 import hmac
+import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from invoker import nodeview
+from whisk.private import kept_secret
 
 if TYPE_CHECKING:
+    from invoker.config import InvokerConfig
     from invoker.service import Invoker
 
-CONTENT_TYPE_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+log = logging.getLogger(__name__)
+PASSWORD_FILE = "admin.password"
 
 
-def _authorized(request: web.Request, user: str, password: str) -> bool:
-    header = request.headers.get("Authorization", "")
-    scheme, _, encoded = header.partition(" ")
+def password_file(cfg: InvokerConfig) -> Path:
+    """Where the generated admin password is kept when none is configured."""
+    return Path(cfg.state_dir) / PASSWORD_FILE
+
+
+def admin_credentials(cfg: InvokerConfig) -> tuple[str, str]:
+    """(user, password) of the admin API: the configured password, else the kept random one."""
+    if cfg.admin_password:
+        return cfg.admin_user, cfg.admin_password
+    return cfg.admin_user, kept_secret(password_file(cfg))
+
+
+def authorized(header: str | None, user: str, password: str) -> bool:
+    """Whether an ``Authorization`` header carries exactly ``user:password`` (basic)."""
+    scheme, _, encoded = (header or "").partition(" ")
     if scheme.lower() != "basic":
         return False
     try:
@@ -35,14 +56,17 @@ def _authorized(request: web.Request, user: str, password: str) -> bool:
     return hmac.compare_digest(given, f"{user}:{password}".encode())
 
 
+CONTENT_TYPE_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
 def admin_app(invoker: Invoker) -> web.Application:
-    cfg = invoker.config
+    user, password = admin_credentials(invoker.config)
     name = invoker.instance.label
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        if request.path not in ("/ping", "/health", "/metrics") and not _authorized(
-            request, cfg.admin_user, cfg.admin_password
+        if request.path not in ("/ping", "/health", "/metrics") and not authorized(
+            request.headers.get("Authorization"), user, password
         ):
             return web.Response(
                 status=401,
@@ -124,4 +148,12 @@ async def serve_admin(invoker: Invoker, host: str, port: int) -> web.AppRunner:
     runner = web.AppRunner(admin_app(invoker), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
+    if not invoker.config.admin_password:
+        log.info(
+            "admin API on %s:%s: user %s, password in %s",
+            host,
+            port,
+            invoker.config.admin_user,
+            password_file(invoker.config),
+        )
     return runner

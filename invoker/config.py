@@ -66,7 +66,10 @@ class InvokerConfig:
         "whisk_admin", env=("CONFIG_whisk_couchdb_username",), help="CouchDB user"
     )
     couchdb_password: str = setting(
-        "some_passw0rd", env=("CONFIG_whisk_couchdb_password",), help="CouchDB password"
+        "some_passw0rd",
+        env=("CONFIG_whisk_couchdb_password",),
+        help="CouchDB password",
+        secret=True,
     )
     db_prefix: str = setting(
         "whisk_local_", env=("DB_PREFIX",), help="CouchDB database name prefix"
@@ -119,8 +122,11 @@ class InvokerConfig:
     admin_user: str = setting(
         "invoker.user", env=("CONFIG_whisk_invoker_username",), help="admin user"
     )
-    admin_password: str = setting(
-        "invoker.pass", env=("CONFIG_whisk_invoker_password",), help="admin password"
+    admin_password: str | None = setting(
+        None,
+        env=("CONFIG_whisk_invoker_password",),
+        help="admin password (default: a random one, kept in <state-dir>/admin.password, 0600)",
+        secret=True,
     )
     api_host: str = setting("http://127.0.0.1:3233", help="__OW_API_HOST given to actions")
     pause_grace_s: float = setting(10.0, help="idle seconds before a warm container is paused")

@@ -110,10 +110,21 @@ def oldest_age_s(invoker: Invoker, which: str) -> float:
     return invoker.clock.now() - min(c.payload.received for c in calls)
 
 
-def _queued(queue: NodeScheduler[Job], now: float, limit: int) -> tuple[int, list[dict[str, Any]]]:
+def owned(function: str, namespace: str | None) -> bool:
+    """Whether ``function`` (an action's ``namespace/[package/]name``) is ``namespace``'s;
+    every function is, for None (the operator's view)."""
+    return namespace is None or function.partition("/")[0] == namespace
+
+
+def _queued(
+    queue: NodeScheduler[Job], now: float, limit: int, namespace: str | None = None
+) -> tuple[int, list[dict[str, Any]]]:
     """(total, the first ``limit`` calls in the order the policy runs them, with their
-    priorities); ties go to the call received first, as in the scheduler."""
+    priorities); ties go to the call received first, as in the scheduler. Only
+    ``namespace``'s functions, when given."""
     waiting = queue.waiting()
+    if namespace is not None:
+        waiting = [c for c in waiting if owned(c.function, namespace)]
     first = heapq.nsmallest(limit, waiting, key=lambda c: (c.priority, c.seq))
     stats = queue.stats
     calls = []
@@ -152,18 +163,21 @@ def _on_core(call: Call[Job], now: float) -> dict[str, Any]:
     return entry
 
 
-def scheduler(invoker: Invoker, limit: int = 100) -> dict[str, Any]:
+def scheduler(invoker: Invoker, limit: int = 100, namespace: str | None = None) -> dict[str, Any]:
     """The node's scheduler as the console shows it: the queue in the order the policy runs
     it (at most ``limit`` calls, each with its priority), every action core with the calls
     on it and their expected CPU shares, paused calls, and per-function response time and
-    stretch histograms (:mod:`invoker.calltimes`) with the estimates the policy uses."""
+    stretch histograms (:mod:`invoker.calltimes`) with the estimates the policy uses.
+
+    With ``namespace``, only that namespace's functions are listed (a user's view: no other
+    tenant's calls, names or timings); the cores' loads stay the node's."""
     now = invoker.clock.now()
     sched, table = invoker.scheduler, invoker.scheduler.cores_table
-    queued, queue = _queued(sched, now, limit)
-    gpu_queued, gpu_queue = _queued(invoker.gpu_calls, now, limit)
+    queued, queue = _queued(sched, now, limit, namespace)
+    gpu_queued, gpu_queue = _queued(invoker.gpu_calls, now, limit, namespace)
     cores: dict[int, list[dict[str, Any]]] = {c: [] for c in table.ids}
     unplaced, paused = [], []
-    running = invoker.running_calls()
+    running = [c for c in invoker.running_calls() if owned(c.function, namespace)]
     for call in sorted(running, key=lambda c: c.seq):
         entry = _on_core(call, now)
         if call.paused_at is not None:
@@ -174,7 +188,8 @@ def scheduler(invoker: Invoker, limit: int = 100) -> dict[str, Any]:
             unplaced.append(entry)
     stats = sched.stats
     functions = []
-    for name, times in invoker.call_times.snapshot(limit).items():
+    snapshot = invoker.call_times.snapshot(None if namespace else limit).items()
+    for name, times in [(n, t) for n, t in snapshot if owned(n, namespace)][:limit]:
         functions.append(
             {
                 "function": name,

@@ -8,6 +8,12 @@ One command line holds both configurations: the invoker's settings (``ow-invoker
 with ``--config`` and ``OW_INVOKER_<FIELD>``) and the front's API options (``--host``,
 ``--port``, ``--auth`` ..., also ``OW_FRONT_<FIELD>``); the bus and store settings both have
 are the invoker's. A TOML file may hold ``[invoker]`` and ``[front]`` tables, or flat keys.
+
+Users: the configured keys (default: the stock guest and whisk.system) and those
+``ow-invoker admin user create --embedded`` writes into the store while it runs. Secrets stay
+off the command line and out of other users' reach: the state directory is 0700 (0711 with
+``--action-user``, which must reach its containers' directories inside), the store 0600, the
+admin password random (``<state-dir>/admin.password``) unless one is configured.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from front import config as front_config
 from invoker import config as configuration
 from whisk import logs
 from whisk.bus import Bus
+from whisk.private import private_dir
 from whisk.store import Store
 
 HELP = "run front + invoker in one process (embedded bus and store) on 127.0.0.1:3233"
@@ -62,7 +69,8 @@ async def serve(
     from front.identities import GUEST_AUTH
     from front.server import front_options, start_front
     from invoker import nodeview
-    from invoker.admin import serve_admin
+    from invoker.admin import admin_credentials, authorized, serve_admin
+    from invoker.commands.admin import subjects_db
     from invoker.compose import build_invoker
     from whisk.clock import SystemClock
     from whisk.lifecycle import NodeFailed, wait_for_signal_or
@@ -70,8 +78,7 @@ async def serve(
     from whisk.supervisor import first_failure
 
     clock = SystemClock()
-    state = Path(cfg.state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    state = private_dir(cfg.state_dir, 0o711 if cfg.action_user else 0o700)
     bus: Bus
     store: Store
     if args.kafka:
@@ -96,6 +103,7 @@ async def serve(
     options = front_options(front_cfg)
     # Built (not started) before the front, whose console shows its scheduler.
     invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)
+    admin_user, admin_password = admin_credentials(cfg)
     front = await start_front(
         bus=bus,
         store=store,
@@ -106,6 +114,8 @@ async def serve(
         manifest=manifest,
         listen=False,  # opened once the invoker is healthy: no 503 for an early caller
         node_view=partial(nodeview.scheduler, invoker),
+        operator=lambda header: authorized(header, admin_user, admin_password),
+        subjects_db=subjects_db(cfg),
         **options,
     )
     admin = None
@@ -125,7 +135,8 @@ async def serve(
             flush=True,
         )
         print(f"  wsk property set --apihost {front.url} --auth {guest}", flush=True)
-        print(f"  console: {front.url}/console", flush=True)
+        # The key in the fragment: the browser keeps it, no server ever hands it out.
+        print(f"  console: {front.url}/console#auth={guest}", flush=True)
         if args.ready_file:
             Path(args.ready_file).write_text(front.url)
         failure = await wait_for_signal_or(

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Drain one invoker before it is stopped, so that no call it has taken is lost.
 #
-#   scripts/drain-invoker.sh [--quiet S] [--timeout S] ADMIN_URL
+#   scripts/drain-invoker.sh [--quiet S] [--timeout S] [--password-file F] ADMIN_URL
 #   scripts/drain-invoker.sh --stock CONTAINER_PREFIX [--quiet S] [--timeout S] ADMIN_URL
 #
 # ADMIN_URL is the invoker's admin endpoint (ours: --admin-port, default 8085; the Scala
 # invoker: its PORT, 8080 in ansible deployments). Credentials come from
-# CONFIG_whisk_invoker_username / CONFIG_whisk_invoker_password, which both invokers read.
+# CONFIG_whisk_invoker_username / CONFIG_whisk_invoker_password, which both invokers read,
+# or the password from --password-file (ours, without a configured password: the random
+# one in <state-dir>/admin.password); else the stock default invoker.pass. They reach curl
+# on its standard input, never on a command line.
 #
 #  1. POST /disable: the invoker sends one isEnabled:false ping and stops pinging, so the
 #     controller marks it offline and sends its new calls to other invokers.
@@ -30,12 +33,14 @@ set -euo pipefail
 QUIET=5
 TIMEOUT=360
 STOCK=""
+PASSWORD_FILE=""
 usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quiet) QUIET="${2:?}"; shift 2 ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --stock) STOCK="${2:?}"; shift 2 ;;
+        --password-file) PASSWORD_FILE="${2:?}"; shift 2 ;;
         -h|--help) usage ;;
         -*) echo "drain-invoker: unknown option $1" >&2; usage ;;
         *) break ;;
@@ -44,11 +49,17 @@ done
 [[ $# -eq 1 ]] || usage
 URL="${1%/}"
 [[ "$QUIET" =~ ^[0-9]+$ && "$TIMEOUT" =~ ^[0-9]+$ ]] || { echo "drain-invoker: --quiet and --timeout take whole seconds" >&2; exit 2; }
-USER_PASS="${CONFIG_whisk_invoker_username:-invoker.user}:${CONFIG_whisk_invoker_password:-invoker.pass}"
+PASSWORD="${CONFIG_whisk_invoker_password:-}"
+if [[ -n "$PASSWORD_FILE" ]]; then
+    PASSWORD="$(cat "$PASSWORD_FILE")" || { echo "drain-invoker: cannot read $PASSWORD_FILE" >&2; exit 2; }
+fi
+USER_PASS="${CONFIG_whisk_invoker_username:-invoker.user}:${PASSWORD:-invoker.pass}"
+# curl's options from stdin (-K -): the password stays out of every process's command line.
+admin_curl() { printf 'user = "%s"\n' "$USER_PASS" | curl -K - "$@"; }
 
 say() { printf 'drain-invoker: %s\n' "$*" >&2; }
 
-if ! answer=$(curl -sS --fail-with-body -m 10 -u "$USER_PASS" -X POST "$URL/disable" 2>&1); then
+if ! answer=$(admin_curl -sS --fail-with-body -m 10 -X POST "$URL/disable" 2>&1); then
     say "POST $URL/disable failed: $answer"
     exit 2
 fi
@@ -63,7 +74,7 @@ held() {
         awk '$1 !~ /_prewarm_/ && ($2 == "created" || $2 == "running" || $2 == "restarting") { n++ }
              END { print n + 0 }' <<<"$listing"
     else
-        curl -sS --fail -m 10 -u "$USER_PASS" "$URL/activations?limit=0" \
+        admin_curl -sS --fail -m 10 "$URL/activations?limit=0" \
             | python3 -c 'import json, sys; print(json.load(sys.stdin)["pending"])'
     fi
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import re
 import tomllib
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("settings")
 
 __all__ = ["Settings", "parse_memory_mb", "setting"]
 
@@ -64,6 +66,7 @@ def setting(
     repeat: bool = False,
     switch: str | None = None,
     choices: tuple[str, ...] | None = None,
+    secret: bool = False,
 ) -> Any:
     """A dataclass field that the loader can fill.
 
@@ -72,7 +75,10 @@ def setting(
     type alone does not say how; ``aliases``: more flag spellings (``--id``); ``repeat``:
     the flag may be given several times (a tuple field); ``switch``: for an optional group,
     the one setting that turns it on; ``choices``: the flag's allowed values (argparse
-    refuses others with its usage error; the class still checks values from elsewhere).
+    refuses others with its usage error; the class still checks values from elsewhere);
+    ``secret``: a key or password, which a flag would show to every local user in
+    ``/proc/<pid>/cmdline``: given as a flag it still works, with a warning naming the
+    environment variable and the file that keep it private.
     """
     meta = {
         "help": help,
@@ -82,6 +88,7 @@ def setting(
         "repeat": repeat,
         "switch": switch,
         "choices": choices,
+        "secret": secret,
     }
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
@@ -254,6 +261,16 @@ class Settings(Generic[T]):
 
     # -- loading ------------------------------------------------------------------------
 
+    def _warn_secret_flag(self, leaf: _Leaf) -> None:
+        """Logged before logging is set up: Python's last-resort handler prints it."""
+        log.warning(
+            "--%s puts a secret on the command line, where every user and action on this "
+            "machine can read it (/proc/<pid>/cmdline): give it in the environment (%s) or "
+            "in a --config file readable only by you",
+            leaf.key.replace("_", "-"),
+            self.env_names(leaf)[-1],
+        )
+
     def read_file(self, path: str | Path, tolerate: Collection[str] = ()) -> dict[str, Any]:
         """Flat key -> value from a TOML file: its ``[section]`` when it has one, else its
         top-level keys; group tables (``[gpu]``) are flattened. Other top-level tables are
@@ -300,6 +317,8 @@ class Settings(Generic[T]):
             flag = getattr(args, leaf.key, None) if args is not None else None
             if flag is not None:
                 values[leaf.key] = flag
+                if leaf.field.metadata.get("secret"):
+                    self._warn_secret_flag(leaf)
         groups = self._groups
         whole = {k: overrides.pop(k) for k in list(overrides) if k in groups}
         unknown = set(overrides) - self.keys

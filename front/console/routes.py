@@ -3,13 +3,18 @@
 The page (``static/``) uses the REST API for actions like any client, with basic auth. The
 scheduler view comes from a callable the embedding process passes (the standalone passes
 the invoker's snapshot, :func:`invoker.nodeview.scheduler`); the front never imports the
-invoker. Chart.js is served from ``.cache/console/node_modules`` (``scripts/install.sh
-console``): no CDN is reachable, and the page must work offline.
+invoker. A user's key shows only that namespace's functions (the node's core loads aside);
+the operator's credentials (the invoker's admin user) show every namespace. Chart.js is
+served from ``.cache/console/node_modules`` (``scripts/install.sh console``): no CDN is
+reachable, and the page must work offline.
+
+No key is ever handed out here: any process on the machine (an action too) can ask from a
+loopback address. The standalone prints the console's address with the guest key in the
+URL's fragment (``/console#auth=UUID:KEY``), which the browser keeps and never sends.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -19,8 +24,11 @@ from aiohttp import web
 
 from front.identities import Identities
 
-# The node's scheduler, at most ``limit`` queued calls listed (invoker.nodeview.scheduler).
-NodeView = Callable[[int], Mapping[str, Any]]
+# The node's scheduler, at most ``limit`` queued calls listed, only the functions of the
+# namespace given (None: every one) (invoker.nodeview.scheduler).
+NodeView = Callable[[int, str | None], Mapping[str, Any]]
+# Whether an Authorization header carries the operator's (admin) credentials.
+Operator = Callable[[str | None], bool]
 
 STATIC = Path(__file__).resolve().parent / "static"
 INSTALL_HINT = "scripts/install.sh console"
@@ -31,7 +39,6 @@ NO_VIEW = (
     "has none: each invoker serves its own at GET /scheduler on its admin port (basic auth "
     "with the admin user, --admin-port)."
 )
-LOOPBACK_NAMES = {"localhost", "localhost."}
 
 
 def node_modules() -> Path:
@@ -42,40 +49,13 @@ def node_modules() -> Path:
     return base / "console" / "node_modules"
 
 
-def _loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def local_request(request: web.Request) -> bool:
-    """Whether the browser runs on this machine and asked for it by a loopback name: the
-    peer is a loopback address and so is the Host header's name (a DNS-rebound page from
-    elsewhere reaches 127.0.0.1 under a name of its own)."""
-    return _loopback(request.remote) and _loopback(request.url.host)
-
-
-def suggested_key(identities: Identities) -> str | None:
-    """The key the page starts with: the guest namespace's, else the first that is not
-    ``whisk.system``'s."""
-    keys = identities.by_key
-    for key, who in keys.items():
-        if who.namespace == "guest":
-            return key
-    return next((k for k, who in keys.items() if who.namespace != "whisk.system"), None)
-
-
 def mount_console(
     app: web.Application,
     *,
     identities: Identities,
     kinds: Iterable[str],
     node_view: NodeView | None = None,
+    operator: Operator | None = None,
 ) -> None:
     """Add ``/console`` (the page), ``/console/static/`` (its code), ``/console/lib/``
     (Chart.js) and ``/console/api/{config,scheduler}`` to ``app``."""
@@ -98,12 +78,10 @@ def mount_console(
             )
         return web.FileResponse(path)
 
-    async def config(request: web.Request) -> web.Response:
+    async def config(_: web.Request) -> web.Response:
         charts = (node_modules() / LIBRARIES["chart.umd.min.js"]).is_file()
         return web.json_response(
             {
-                # Only to a browser on this machine: the page starts with a working key.
-                "auth": suggested_key(identities) if local_request(request) else None,
                 "kinds": kind_list,
                 "scheduler": node_view is not None,
                 "charts": charts,
@@ -115,7 +93,10 @@ def mount_console(
         )
 
     async def scheduler(request: web.Request) -> web.Response:
-        if identities.authenticate(request.headers.get("Authorization")) is None:
+        header = request.headers.get("Authorization")
+        everyone = operator is not None and operator(header)
+        who = None if everyone else identities.authenticate(header)
+        if who is None and not everyone:
             return web.json_response(
                 {"error": "The supplied authentication is invalid."}, status=401
             )
@@ -127,7 +108,9 @@ def mount_console(
             limit = -1
         if limit < 0:
             return web.json_response({"error": "limit must be a whole number >= 0"}, status=400)
-        return web.json_response({"available": True, **node_view(limit)})
+        namespace = None if who is None else who.namespace
+        view = node_view(limit, namespace)
+        return web.json_response({"available": True, "namespace": namespace, **view})
 
     app.add_routes(
         [

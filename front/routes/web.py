@@ -1,5 +1,6 @@
-"""``/api/v1/web/{ns}/{pkg}/{action}[.ext]``: web actions, callable without credentials,
-run as the namespace's owner; ``default`` is the package of actions outside packages.
+"""``/api/v1/web/{ns}/{pkg}/{action}[.ext]``: web actions, callable without credentials
+unless annotated ``require-whisk-auth`` (:mod:`front.webauth`), run as the namespace's owner;
+``default`` is the package of actions outside packages.
 
 :func:`find_web_action` and :func:`serve_web_action` are shared with the API gateway
 (:mod:`front.routes.apis`), which calls the same actions under its own URLs."""
@@ -24,6 +25,7 @@ from front.http import (
 from front.names import valid_name
 from front.resolve import ResolvedAction
 from front.routes.context import Context
+from front.webauth import HEADER, UNAUTHORIZED, allowed
 from whisk.protocol import QualifiedName, dumps, loads
 from whisk.protocol.json import JSONDecodeError
 from whisk.protocol.messages import Identity
@@ -76,7 +78,14 @@ async def serve_web_action(
     """Run ``action`` for ``request`` (query and body as its parameters, with the request's
     ``__ow_method``, ``__ow_headers`` and ``__ow_path``) and answer as the response type
     ``ext`` asks: the result (json), the result's statusCode/headers/body (http), or one of
-    its fields (text, html, svg)."""
+    its fields (text, html, svg). An action annotated ``require-whisk-auth`` runs only for
+    the credentials it asks for (401 otherwise, as stock)."""
+    caller = ctx.identities.authenticate(request.headers.get("Authorization"))
+    custom_options = annotation(action.doc, "web-custom-options") in (True, "true")
+    if not (request.method == "OPTIONS" and custom_options) and not allowed(
+        action.doc.get("annotations") or [], request.headers.get(HEADER), caller is not None
+    ):
+        return error(401, UNAUTHORIZED, request)
     params: dict[str, Any] = dict(request.query)
     raw = await request.read()
     if len(raw) > MAX_PAYLOAD:
@@ -93,6 +102,8 @@ async def serve_web_action(
         __ow_headers=forwarded_headers(request),
         __ow_path=ow_path,
     )
+    if caller is not None:  # as stock: the authenticated caller's namespace
+        params["__ow_user"] = caller.namespace
     aid, record = await ctx.activator.invoke(
         owner, action, params, blocking=True, wait_s=ctx.blocking_wait_s
     )

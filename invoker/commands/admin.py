@@ -2,6 +2,10 @@
 ansible ``initdb`` playbook and ``wskadmin`` do, with ``ow-invoker run``'s CouchDB flags and
 environment (``--couchdb-url``, ``--db-prefix``, ``CONFIG_whisk_couchdb_username`` ...).
 
+With ``--embedded [STATE_DIR]`` the users and limits verbs work on the embedded platform's
+store instead (``ow-invoker standalone``'s ``openwhisk.sqlite3``), running or stopped: its
+front accepts a new key within a second, no ``--auth`` flag needed.
+
 Keys print as ``wskadmin`` prints them (``uuid:key``). Failures print one line on stderr:
 exit status 1 for an unknown subject or namespace, 2 for bad input, an unreachable server
 or refused credentials.
@@ -11,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 
 from invoker import config as configuration
@@ -28,6 +34,7 @@ COUCH_FIELDS = (
     "db_whisks",
     "db_activations",
 )
+EMBEDDED_DEFAULT = ".state/standalone"  # ow-invoker standalone's default --state-dir
 # The subjects database's name: wskadmin's, the stock controller's, then ours.
 SUBJECTS_ENV = (
     "DB_WHISK_AUTHS",
@@ -60,6 +67,15 @@ def _connection_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--db-subjects",
         help=f"subjects database name (default: <prefix>subjects) [env: {', '.join(SUBJECTS_ENV)}]",
+    )
+    common.add_argument(
+        "--embedded",
+        nargs="?",
+        const=EMBEDDED_DEFAULT,
+        metavar="STATE_DIR",
+        help="work on the embedded platform's store (ow-invoker standalone's --state-dir, "
+        f"default {EMBEDDED_DEFAULT}, or its openwhisk.sqlite3) instead of CouchDB; users "
+        "and limits only",
     )
     return common
 
@@ -155,10 +171,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("namespace")
 
 
-def _subjects_db(args: argparse.Namespace, cfg: configuration.InvokerConfig) -> str:
-    if args.db_subjects:
-        return args.db_subjects
-    named = [os.environ[name] for name in SUBJECTS_ENV if os.environ.get(name)]
+def subjects_db(
+    cfg: configuration.InvokerConfig,
+    given: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The subjects database's name: ``given``, else the last of :data:`SUBJECTS_ENV` set,
+    else ``<prefix>subjects`` (the standalone reads its users from the same name)."""
+    if given:
+        return given
+    env = os.environ if environ is None else environ
+    named = [env[name] for name in SUBJECTS_ENV if env.get(name)]
     return named[-1] if named else f"{cfg.db_prefix}subjects"
 
 
@@ -166,14 +189,32 @@ def main(args: argparse.Namespace) -> int:
     from invoker.whiskdb import AdminError, Databases, connect, couch_errors
 
     cfg = configuration.load(args)
-    dbs = Databases(_subjects_db(args, cfg), cfg.whisks_db, cfg.activations_db)
-    server = connect(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
+    dbs = Databases(subjects_db(cfg, args.db_subjects), cfg.whisks_db, cfg.activations_db)
     try:
-        with couch_errors(cfg.couchdb_url, cfg.couchdb_user):
+        errors: AbstractContextManager[None]
+        if args.embedded is not None:
+            server = _embedded(args)
+            errors = nullcontext()
+        else:
+            server = connect(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
+            errors = couch_errors(cfg.couchdb_url, cfg.couchdb_user)
+        with errors:
             return args._admin(server, dbs, args)
     except AdminError as e:
         print(f"ow-invoker admin: {e}", file=sys.stderr)
         return e.status
+    except sqlite3.Error as e:
+        print(f"ow-invoker admin: the embedded store at {args.embedded}: {e}", file=sys.stderr)
+        return 2
+
+
+def _embedded(args: argparse.Namespace):
+    from invoker.whiskdb import AdminError
+    from invoker.whiskdb.embedded import EmbeddedServer, store_path
+
+    if args._admin is cmd_initdb:
+        raise AdminError("the embedded store needs no initdb: the platform creates it", 2)
+    return EmbeddedServer(store_path(args.embedded))
 
 
 def cmd_initdb(server, dbs, args: argparse.Namespace) -> int:

@@ -39,6 +39,8 @@ class Platform:
     mode: str
     url: str
     auth: str = GUEST_AUTH
+    state: Path | None = None  # the invoker's (the standalone's) state directory
+    pids: tuple[int, ...] = ()
 
     def rest(
         self,
@@ -65,12 +67,16 @@ class Platform:
             return e.code, json.loads(e.read() or b"null")
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    args: list[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``env``: more environment (secrets go there, never in ``args``: the command line is
+    readable by every process on the machine)."""
     out = open(log, "ab")  # noqa: SIM115 (kept by the child)
     return subprocess.Popen(
         [sys.executable, "-m", "ow_invoker", *args],
         cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         stdout=out,
         stderr=out,
     )
@@ -152,14 +158,13 @@ def running_platform(
             couchdb.url,
             "--couchdb-user",
             couchdb.user,
-            "--couchdb-password",
-            couchdb.password,
             "--db-prefix",
             f"{tag}_",
         ]
+        secret = {"CONFIG_whisk_couchdb_password": couchdb.password}
         logs = [tmp / "front.log", tmp / "invoker.log"]
         procs = [
-            _spawn(["front", "--port", str(port), *services], logs[0]),
+            _spawn(["front", "--port", str(port), *services], logs[0], secret),
             _spawn(
                 [
                     "run",
@@ -173,10 +178,11 @@ def running_platform(
                     *common,
                 ],
                 logs[1],
+                secret,
             ),
         ]
     try:
         _wait(url, procs, logs)
-        yield Platform(mode, url)
+        yield Platform(mode, url, state=tmp / "state", pids=tuple(p.pid for p in procs))
     finally:
         _stop(procs)

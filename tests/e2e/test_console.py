@@ -28,7 +28,6 @@ BROWSER_MODULES = ROOT / ".cache" / "browser" / "node_modules"
 CHROMIUM = Path(os.environ.get("OW_CHROMIUM", "/usr/bin/chromium"))
 CHART_JS = ROOT / ".cache" / "console" / "node_modules" / "chart.js" / "dist" / "chart.umd.min.js"
 OUTPUT = ROOT / "test-output" / "console"
-ADMIN_AUTH = "Basic " + base64.b64encode(b"invoker.user:invoker.pass").decode()
 BURST = 3  # calls of each action per burst, as console_flow.js sends them
 
 
@@ -58,11 +57,15 @@ def test_console_creates_invokes_and_shows_the_queue_cores_and_histograms(browse
     with running_platform("embedded", tmp_path, extra=extra) as platform:
         status, body = _get(platform.url + "/console/api/scheduler")
         assert status == 401, body  # the view takes an API key, as the REST API does
+        assert platform.state is not None
+        password = (platform.state / "admin.password").read_text().strip()
+        admin_auth = "Basic " + base64.b64encode(f"invoker.user:{password}".encode()).decode()
         p = subprocess.run(
             ["node", str(ROOT / "tests" / "e2e" / "console_flow.js")],
             env={
                 **browser,
-                "CONSOLE_URL": platform.url + "/console",
+                # As the standalone prints it: the key in the fragment, never served.
+                "CONSOLE_URL": f"{platform.url}/console#auth={platform.auth}",
                 "OUT_DIR": str(OUTPUT),
                 "PROFILE_DIR": str(tmp_path / "chromium-profile"),  # a fresh --user-data-dir
             },
@@ -72,7 +75,7 @@ def test_console_creates_invokes_and_shows_the_queue_cores_and_histograms(browse
         )
         assert p.returncode == 0, f"console_flow.js failed:\n{p.stderr[-4000:]}\n{p.stdout}"
         out = json.loads(p.stdout)
-        status, node = _get(f"http://127.0.0.1:{admin_port}/scheduler", ADMIN_AUTH)
+        status, node = _get(f"http://127.0.0.1:{admin_port}/scheduler", admin_auth)
     print(f"\nconsole screenshots: {out['screenshot']} {out['finalScreenshot']}")
 
     assert out["errors"] == [], out["errors"]  # no script error, no failed load

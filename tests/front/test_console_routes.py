@@ -1,6 +1,7 @@
-"""The console's routes (front/console) over real HTTP: the page and its code, the key offered
-only to a browser on this machine, the scheduler view behind an API key, what a front without
-an invoker says (``ow-invoker front``), and the install hint when Chart.js is missing."""
+"""The console's routes (front/console) over real HTTP: the page and its code, no key handed
+to anyone, the scheduler view behind an API key (a user's namespace only; every namespace for
+the operator), what a front without an invoker says (``ow-invoker front``), and the install
+hint when Chart.js is missing."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 from aiohttp import web
 
 from front.console import mount_console, node_modules
-from front.console.routes import _loopback, suggested_key
 from front.identities import GUEST_AUTH, Identities, basic_auth, identity
 from front.server import start_front
 from whisk.bus.memory import MemoryBus
@@ -21,16 +21,20 @@ from whisk.clock import SystemClock
 from whisk.store.embedded import EmbeddedStore
 
 GUEST = {"Authorization": basic_auth(GUEST_AUTH)}
+ALICE_AUTH = "a11ce:secret"
+OPERATOR = {"Authorization": basic_auth("invoker.user:s3cret")}
 
 
 class View:
-    """A node view that answers a fixed snapshot and remembers the limits asked for."""
+    """A node view that answers a fixed snapshot and remembers what was asked for."""
 
     def __init__(self) -> None:
         self.limits: list[int] = []
+        self.namespaces: list[str | None] = []
 
-    def __call__(self, limit: int) -> Mapping[str, Any]:
+    def __call__(self, limit: int, namespace: str | None) -> Mapping[str, Any]:
         self.limits.append(limit)
+        self.namespaces.append(namespace)
         return {"policy": "fc", "queue": [], "cores": []}
 
 
@@ -54,7 +58,15 @@ def view() -> View:
 @pytest.fixture
 async def url(view: View) -> AsyncIterator[str]:
     app = web.Application()
-    mount_console(app, identities=Identities.defaults(), kinds=["python:3.11"], node_view=view)
+    identities = Identities.defaults()
+    identities.by_key[ALICE_AUTH] = identity("alice", ALICE_AUTH)
+    mount_console(
+        app,
+        identities=identities,
+        kinds=["python:3.11"],
+        node_view=view,
+        operator=lambda header: header == OPERATOR["Authorization"],
+    )
     async for base in serve(app):
         yield base
 
@@ -75,13 +87,13 @@ async def test_the_page_and_its_code(url: str):
     assert (await get(url + "/console/lib/anything.js"))[0] == 404
 
 
-async def test_the_key_goes_only_to_a_browser_on_this_machine(url: str):
+async def test_no_key_is_handed_out_not_even_to_this_machine(url: str):
+    """Any process here (an action too) reaches 127.0.0.1: the config carries no key (the
+    standalone prints ``/console#auth=...`` instead)."""
     status, _, config = await get(url + "/console/api/config")
-    assert status == 200 and config["auth"] == GUEST_AUTH
+    assert status == 200 and "auth" not in config
     assert config["kinds"] == ["python:3.11"] and config["scheduler"] is True
-    # A page from elsewhere that reached 127.0.0.1 under its own name (DNS rebinding).
-    _, _, config = await get(url + "/console/api/config", headers={"Host": "evil.example:80"})
-    assert config["auth"] is None
+    assert GUEST_AUTH not in str(config) and ALICE_AUTH not in str(config)
 
 
 async def test_the_scheduler_view_takes_an_api_key(url: str, view: View):
@@ -90,10 +102,25 @@ async def test_the_scheduler_view_takes_an_api_key(url: str, view: View):
     wrong = {"Authorization": basic_auth("nobody:nothing")}
     assert (await get(url + "/console/api/scheduler", headers=wrong))[0] == 401
     status, _, body = await get(url + "/console/api/scheduler?limit=7", headers=GUEST)
-    assert status == 200 and body == {"available": True, "policy": "fc", "queue": [], "cores": []}
-    assert view.limits == [7]
+    assert status == 200 and body == {
+        "available": True,
+        "namespace": "guest",
+        **{"policy": "fc", "queue": [], "cores": []},
+    }
+    assert view.limits == [7] and view.namespaces == ["guest"]
     status, _, body = await get(url + "/console/api/scheduler?limit=x", headers=GUEST)
     assert status == 400 and "limit" in body["error"]
+
+
+async def test_each_user_sees_their_namespace_and_the_operator_every_one(url: str, view: View):
+    alice = {"Authorization": basic_auth(ALICE_AUTH)}
+    status, _, body = await get(url + "/console/api/scheduler", headers=alice)
+    assert status == 200 and body["namespace"] == "alice"
+    status, _, body = await get(url + "/console/api/scheduler", headers=OPERATOR)
+    assert status == 200 and body["namespace"] is None
+    assert view.namespaces == ["alice", None]
+    wrong = {"Authorization": basic_auth("invoker.user:guess")}
+    assert (await get(url + "/console/api/scheduler", headers=wrong))[0] == 401
 
 
 async def test_without_chart_js_the_page_is_told_how_to_install_it(url, tmp_path, monkeypatch):
@@ -120,7 +147,7 @@ async def test_a_front_without_an_invoker_says_where_to_look(tmp_path: Path):
     )
     try:
         _, _, config = await get(front.url + "/console/api/config")
-        assert config["scheduler"] is False and config["auth"] == GUEST_AUTH
+        assert config["scheduler"] is False and "auth" not in config
         status, _, body = await get(front.url + "/console/api/scheduler", headers=GUEST)
         assert status == 404 and body["available"] is False
         assert "GET /scheduler" in body["error"] and "admin port" in body["error"]
@@ -128,12 +155,3 @@ async def test_a_front_without_an_invoker_says_where_to_look(tmp_path: Path):
     finally:
         await front.stop()
         await store.close()
-
-
-def test_which_names_and_keys():
-    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("[::1]")
-    assert _loopback("localhost") and not _loopback("10.0.0.1") and not _loopback(None)
-    assert not _loopback("example.com")
-    alice = Identities({"a:b": identity("alice", "a:b")})
-    assert suggested_key(Identities.defaults()) == GUEST_AUTH
-    assert suggested_key(alice) == "a:b"

@@ -188,6 +188,8 @@ def make_config(tmp_path: Path, **overrides: Any) -> InvokerConfig:
         # Container names (and the process backend's cgroups) are host-wide: a unique name
         # keeps test invokers from reaping each other's containers, or anyone else's.
         unique_name=f"t{tag}",
+        # The tests' admin password (by default an invoker makes a random one).
+        admin_password="invoker.pass",
     )
     values.update(overrides)
     return InvokerConfig(**values)

@@ -3,17 +3,25 @@
 Used by the embedded (standalone) mode so a newcomer needs no database server. Documents
 keep CouchDB's shape (``_id``, ``_rev`` of the form ``N-<hash>``, attachments, 409 on a
 stale revision). SQLite calls run on one worker thread so the event loop never blocks.
+
+The file holds every namespace's code, parameters, results and subjects' keys: it is made
+0600 (with its ``-wal`` and ``-shm`` files, which SQLite creates with the database's mode),
+also when it already exists. The ``*_sync`` methods serve synchronous tools in another
+process (``ow-invoker admin --embedded``): SQLite's WAL lets them write while a platform
+has the file open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from whisk.private import FILE_MODE, private_file
 from whisk.protocol.json import dumps, loads
 from whisk.store.base import Conflict, StoreError, WriteResult
 
@@ -64,6 +72,14 @@ def _matches(doc: dict[str, Any], selector: dict[str, Any]) -> bool:
     return True
 
 
+def _private_database(path: Path) -> None:
+    """The database file (created empty if missing) and its WAL files readable by us only."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+    for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        private_file(f)
+
+
 class EmbeddedStore:
     def __init__(self, path: str | Path, threaded: bool = True) -> None:
         """``path`` ``":memory:"`` keeps nothing on disk; ``threaded=False`` runs SQLite on
@@ -71,7 +87,7 @@ class EmbeddedStore:
         worker thread would let real time leak in)."""
         self.path = path if path == ":memory:" else Path(path)
         if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_database(self.path)
         self._pool = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-store")
             if threaded
@@ -93,9 +109,9 @@ class EmbeddedStore:
             return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    # -- synchronous implementations, run on the store's thread --
+    # -- synchronous implementations, run on the store's thread (or by a synchronous tool) --
 
-    def _put_sync(self, db: str, doc: dict[str, Any]) -> str:
+    def put_sync(self, db: str, doc: dict[str, Any]) -> str:
         conn = self._db()
         docid = doc.get("_id")
         if not isinstance(docid, str) or not docid:
@@ -119,7 +135,7 @@ class EmbeddedStore:
         )
         return rev
 
-    def _get_sync(self, db: str, docid: str) -> dict[str, Any] | None:
+    def get_sync(self, db: str, docid: str) -> dict[str, Any] | None:
         row = (
             self._db()
             .execute("SELECT rev, body FROM docs WHERE db=? AND id=? AND deleted=0", (db, docid))
@@ -150,7 +166,7 @@ class EmbeddedStore:
         try:
             for doc in docs:
                 try:
-                    out.append(WriteResult(doc["_id"], self._put_sync(db, doc)))
+                    out.append(WriteResult(doc["_id"], self.put_sync(db, doc)))
                 except Conflict:
                     out.append(WriteResult(doc.get("_id", ""), None, "conflict"))
             conn.execute("COMMIT")
@@ -176,7 +192,7 @@ class EmbeddedStore:
         conn.execute("UPDATE docs SET rev=? WHERE db=? AND id=?", (new_rev, db, docid))
         return new_rev
 
-    def _delete_sync(self, db: str, docid: str, rev: str) -> None:
+    def delete_sync(self, db: str, docid: str, rev: str) -> None:
         conn = self._db()
         row = conn.execute(
             "SELECT rev FROM docs WHERE db=? AND id=? AND deleted=0", (db, docid)
@@ -191,7 +207,7 @@ class EmbeddedStore:
         )
         conn.execute("DELETE FROM attachments WHERE db=? AND id=?", (db, docid))
 
-    def _find_sync(
+    def find_sync(
         self,
         db: str,
         selector: dict[str, Any],
@@ -236,7 +252,7 @@ class EmbeddedStore:
         await self._run(lambda: self._db().execute("INSERT OR IGNORE INTO dbs VALUES (?)", (db,)))
 
     async def get(self, db: str, docid: str) -> dict[str, Any] | None:
-        return await self._run(self._get_sync, db, docid)
+        return await self._run(self.get_sync, db, docid)
 
     async def get_attachment(self, db: str, docid: str, name: str) -> bytes | None:
         def fetch() -> bytes | None:
@@ -252,7 +268,7 @@ class EmbeddedStore:
         return await self._run(fetch)
 
     async def put(self, db: str, doc: dict[str, Any]) -> str:
-        return await self._run(self._put_sync, db, doc)
+        return await self._run(self.put_sync, db, doc)
 
     async def put_attachment(
         self, db: str, docid: str, rev: str, name: str, data: bytes, content_type: str
@@ -263,7 +279,7 @@ class EmbeddedStore:
         return await self._run(self._bulk_sync, db, docs)
 
     async def delete(self, db: str, docid: str, rev: str) -> None:
-        await self._run(self._delete_sync, db, docid, rev)
+        await self._run(self.delete_sync, db, docid, rev)
 
     async def find(
         self,
@@ -274,7 +290,7 @@ class EmbeddedStore:
         limit: int = 25,
         skip: int = 0,
     ) -> list[dict[str, Any]]:
-        return await self._run(self._find_sync, db, selector, sort, limit, skip)
+        return await self._run(self.find_sync, db, selector, sort, limit, skip)
 
     async def close(self) -> None:
         def shut() -> None:

@@ -14,9 +14,15 @@ async function main() {
     $("#status").textContent = "the console's configuration could not be read";
     return;
   }
-  // A key the user chose here before, else the one the front offers a browser on its own
-  // machine (the guest key of the standalone), else none until the user gives one.
-  api.key = localStorage.getItem(KEY_STORE) || config.auth || "";
+  // A key given in the address's fragment (the standalone prints /console#auth=UUID:KEY:
+  // the browser never sends a fragment, and no server hands a key to whoever asks), else
+  // the one the user chose here before, else none until the user gives one.
+  const given = new URLSearchParams(location.hash.slice(1)).get("auth");
+  if (given) {
+    localStorage.setItem(KEY_STORE, given);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  api.key = given || localStorage.getItem(KEY_STORE) || "";
   $("#auth").value = api.key;
   const actions = new Actions(api);
   actions.setKinds(config.kinds);
