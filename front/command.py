@@ -1,7 +1,8 @@
 """``ow-invoker front``: the controller-compatible front alone, over Kafka and CouchDB, for
 deployments with separate invokers (``ow-invoker run --id N``). Its settings are
 :class:`front.config.FrontConfig`'s: the invokers' names for the bus and store, none of
-their own (``--policy`` and the like are refused)."""
+their own (``--policy`` and the like are refused). Users: the configured keys and, as the
+stock controller reads them, the subjects database's (``ow-invoker admin user create``)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ async def serve(cfg: configuration.FrontConfig) -> None:
     from whisk.bus.kafka import KafkaBus
     from whisk.clock import SystemClock
     from whisk.lifecycle import NodeFailed, wait_for_signal_or
+    from whisk.private import private_dir
     from whisk.store.couch import CouchStore
 
+    private_dir(cfg.state_dir)  # spooled records: the front's alone
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
     try:
@@ -41,6 +44,7 @@ async def serve(cfg: configuration.FrontConfig) -> None:
         activations_db=cfg.activations_db,
         topic_prefix=cfg.topic_prefix,
         controller_id=cfg.controller_id,
+        subjects_db=cfg.subjects_db,
         **front_options(cfg),
     )
     print(f"OpenWhisk API front at {front.url}", flush=True)

@@ -71,6 +71,12 @@ class FrontConfig:
         env=_shared("db_activations", "DB_WHISK_ACTIVATIONS"),
         help="activations database name",
     )
+    db_subjects: str | None = setting(
+        None,
+        env=_shared("db_subjects", "DB_WHISK_AUTHS", "CONFIG_whisk_couchdb_databases_WhiskAuth"),
+        help="subjects database name, whose users (ow-invoker admin user create) are accepted "
+        "too (default: <prefix>subjects)",
+    )
     controller_id: str = setting("0", help="controller instance (completed<C>)")
     host: str = setting("127.0.0.1", help="API listen address")
     port: int = setting(3233, help="API port (0: any free port)")
@@ -123,6 +129,10 @@ class FrontConfig:
     @property
     def activations_db(self) -> str:
         return self.db_activations or f"{self.db_prefix}activations"
+
+    @property
+    def subjects_db(self) -> str:
+        return self.db_subjects or f"{self.db_prefix}subjects"
 
 
 SETTINGS: Settings[FrontConfig] = Settings(FrontConfig, env_prefix="OW_FRONT_", section="front")

@@ -31,8 +31,12 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     from invoker.compose import build_invoker
     from whisk.bus.kafka import KafkaBus
     from whisk.clock import SystemClock
+    from whisk.private import private_dir
     from whisk.store.couch import CouchStore
 
+    # Spooled records, the admin password, the containers: the invoker's alone (0711 lets an
+    # --action-user reach its containers' directories, listing nothing).
+    private_dir(cfg.state_dir, 0o711 if cfg.action_user else 0o700)
     bus = KafkaBus(cfg.kafka)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
     log.info("waiting for Kafka at %s and CouchDB at %s", cfg.kafka, cfg.couchdb_url)

@@ -52,8 +52,9 @@ KEY_LINE = re.compile(
 def run_admin(
     couch, *args: str, prefix: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m ow_invoker admin ARGS`` with the test server's URL and credentials as flags
-    (``prefix`` given) or from ``env`` alone."""
+    """``python -m ow_invoker admin ARGS`` with the test server's URL and user as flags and its
+    password in the environment, never on a command line (``prefix`` given), or from ``env``
+    alone."""
     clean = {
         k: v
         for k, v in os.environ.items()
@@ -67,11 +68,10 @@ def run_admin(
             couch.url,
             "--couchdb-user",
             couch.user,
-            "--couchdb-password",
-            couch.password,
             "--db-prefix",
             prefix,
         ]
+        clean["CONFIG_whisk_couchdb_password"] = couch.password
     return subprocess.run(
         [sys.executable, "-m", "ow_invoker", "admin", *args, *flags],
         env={**clean, **(env or {})},
@@ -441,3 +441,88 @@ def test_clear_errors(couchdb, prefix):
     subjects = couchdb_server(couchdb)[f"{prefix}subjects"]
     subjects.delete(subjects["_design/subjects.v2.0.0"])
     one_line_error(run_admin(couchdb, "user", "whois", ":".join(GUEST), prefix=prefix), 1, "initdb")
+
+
+async def test_a_front_on_couchdb_takes_the_users_the_cli_writes(couchdb, prefix):
+    """As the stock controller, the front authenticates the subjects database's keys: a user
+    created, blocked or deleted here is honoured within seconds, no --auth needed."""
+    import asyncio
+
+    import aiohttp
+
+    from front.identities import basic_auth
+    from front.server import start_front
+    from whisk.bus.memory import MemoryBus
+    from whisk.clock import SystemClock
+    from whisk.store.couch import CouchStore
+
+    ok(run_admin(couchdb, "initdb", prefix=prefix))
+    store = CouchStore(couchdb.url, couchdb.user, couchdb.password)
+    front = await start_front(
+        bus=MemoryBus(),
+        store=store,
+        clock=SystemClock(),
+        host="127.0.0.1",
+        port=0,
+        whisks_db=f"{prefix}whisks",
+        activations_db=f"{prefix}activations",
+        subjects_db=f"{prefix}subjects",
+    )
+
+    async def status(http: aiohttp.ClientSession, key: str) -> int:
+        headers = {"Authorization": basic_auth(key)}
+        async with http.get(front.url + "/api/v1/namespaces", headers=headers) as r:
+            return r.status
+
+    async def becomes(http: aiohttp.ClientSession, key: str, expected: int) -> bool:
+        for _ in range(100):
+            if await status(http, key) == expected:
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    try:
+        async with aiohttp.ClientSession() as http:
+            [key] = ok(run_admin(couchdb, "user", "create", "carol", prefix=prefix))
+            assert await becomes(http, key, 200)
+            ok(run_admin(couchdb, "user", "block", "carol", prefix=prefix))
+            assert await becomes(http, key, 401)
+            ok(run_admin(couchdb, "user", "unblock", "carol", prefix=prefix))
+            assert await becomes(http, key, 200)
+            ok(run_admin(couchdb, "user", "delete", "carol", prefix=prefix))
+            assert await becomes(http, key, 401)
+    finally:
+        await front.stop()
+        await store.close()
+
+
+def test_embedded_store_errors_are_one_line(tmp_path):
+    """``--embedded``: no store there, and initdb (the platform makes its store itself)."""
+    missing = run_admin(None, "user", "create", "alice", "--embedded", str(tmp_path))
+    one_line_error(missing, 2, "no embedded store", "--state-dir")
+    (tmp_path / "openwhisk.sqlite3").touch()
+    one_line_error(run_admin(None, "initdb", "--embedded", str(tmp_path)), 2, "no initdb")
+    [key] = ok(run_admin(None, "user", "create", "alice", "--embedded", str(tmp_path)))
+    assert KEY_LINE.match(key)
+    assert ok(run_admin(None, "user", "whois", key, "--embedded", str(tmp_path))) == [
+        "subject: alice",
+        "namespace: alice",
+    ]
+    assert ok(run_admin(None, "user", "list", "alice", "-k", "--embedded", str(tmp_path))) == [key]
+    one_line_error(
+        run_admin(None, "user", "create", "alice", "--embedded", str(tmp_path)),
+        1,
+        "already exists",
+    )
+    ok(
+        run_admin(
+            None, "limits", "set", "alice", "--firesPerMinute", "9", "--embedded", str(tmp_path)
+        )
+    )
+    assert ok(run_admin(None, "limits", "get", "alice", "--embedded", str(tmp_path))) == [
+        "firesPerMinute = 9"
+    ]
+    ok(run_admin(None, "limits", "delete", "alice", "--embedded", str(tmp_path)))
+    assert ok(run_admin(None, "limits", "get", "alice", "--embedded", str(tmp_path))) == [
+        "No limits found, default system limits apply"
+    ]

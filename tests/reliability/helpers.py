@@ -62,8 +62,6 @@ class InvokerProcess:
             self.couchdb.url,
             "--couchdb-user",
             self.couchdb.user,
-            "--couchdb-password",
-            self.couchdb.password,
             "--db-prefix",
             c.db_prefix,
             "--state-dir",
@@ -80,7 +78,13 @@ class InvokerProcess:
             "10",
             *self.extra_args,
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # Secrets in the environment: a command line is readable by every local process.
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "CONFIG_whisk_couchdb_password": self.couchdb.password,
+            "CONFIG_whisk_invoker_password": c.admin_password or "invoker.pass",
+        }
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=log)
 

@@ -162,3 +162,30 @@ def test_fifo_priorities_are_receipt_times_and_the_baseline_has_no_cores():
     baseline = run("openwhisk", scenario)
     assert not baseline["exclusiveCores"] and baseline["queue"] == []
     assert len(baseline["unplaced"]) == 3 and baseline["cores"][0]["running"] == []
+
+
+def test_a_namespace_sees_only_its_own_functions():
+    """The console's view for a user (``namespace``): another tenant's calls, names and
+    timings are left out; the core's load stays the node's."""
+
+    async def scenario(invoker: Invoker, send: Callable[[str], Awaitable[str]]) -> None:
+        await send("L")
+        await asyncio.sleep(0.05)  # L holds the core
+        waiting = [await send(fn) for fn in ("S", "S")]
+        await asyncio.sleep(0.05)
+        everyone = nodeview.scheduler(invoker)
+        own = nodeview.scheduler(invoker, namespace="guest")
+        assert own["queue"] == everyone["queue"] and own["cores"] == everyone["cores"]
+        assert [q["activationId"] for q in own["queue"]] == waiting
+        other = nodeview.scheduler(invoker, namespace="alice")
+        assert other["queue"] == [] and other["queuedTotal"] == 0 and other["runningTotal"] == 0
+        (core,) = other["cores"]
+        assert core["running"] == [] and core["load"] == 1.0
+        await settle(invoker, {"L": 1, "S": 2})
+        assert nodeview.scheduler(invoker, namespace="alice")["functions"] == []
+        names = [f["function"] for f in nodeview.scheduler(invoker, namespace="guest")["functions"]]
+        assert sorted(names) == ["guest/L", "guest/S"]
+        # A name that merely starts like the namespace is not in it.
+        assert nodeview.scheduler(invoker, namespace="gue")["functions"] == []
+
+    run("sept", scenario)
