@@ -10,11 +10,20 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
   managed image missing locally is pulled (as ``docker run`` would); a blackbox image is
   pulled when missing, and for ``latest`` (or no tag) a failed pull is fatal
   (:class:`ImagePullError`).
-- **how the runtime is reached** (``reach``): ``publish`` (default) publishes port 8080 on
-  ``127.0.0.1`` at a random host port read back by inspect; ``host`` runs the container in
-  the host's network with a loopback port of its own (``__OW_RUNTIME_LISTEN``, honoured by
-  the local runtime images; for a dockerd without a bridge); ``address`` is the stock
-  invoker's way: the container's own address on ``network``, port 8080 (production hosts).
+- **how the runtime is reached** (``reach``): ``netns`` (default) keeps the runtime on the
+  container's own loopback, in a network namespace of its own (``network``: ``none``, or a
+  network for outbound traffic), and the invoker connects from inside that namespace
+  (:mod:`containers.docker_netns`): no other container and nothing on the host's network can
+  open the port, and the action cannot reach the host's loopback services. ``publish``
+  publishes port 8080 on ``127.0.0.1`` at a random host port read back by inspect;
+  ``address`` is the stock invoker's way: the container's own address on ``network``, port
+  8080 (a remote engine). ``host`` (test machines only, with a warning) runs the container
+  in the host's network with a loopback port of its own (``__OW_RUNTIME_LISTEN``).
+- **hardening** as stock and a little more: Docker's default capabilities less NET_RAW and
+  NET_ADMIN, its default seccomp profile (never ``unconfined``), ``no-new-privileges``, a
+  pids limit (1024), a private ``/dev/shm`` of ``shm_size_mb`` (64, Docker's default) and
+  a private IPC namespace; removing the container ends its pid namespace, so everything it
+  forked or ``setsid``-ed dies with it.
 - **names and labels**: ``spec.name`` (``wsk0_7_guest_hello``), label ``ow-invoker.prefix``
   = the name prefix, plus the spec's and the backend's labels. :meth:`DockerBackend.
   remove_leftovers` removes containers that carry the label *and* the name prefix, nothing
@@ -44,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import random
@@ -64,6 +74,7 @@ from containers.backend import (
 from containers.cpu import CpuTimes, cgroup_cpu_file, read_cgroup_cpu, read_cgroup_pressure
 from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
+from containers.docker_netns import NetnsDialer, NetnsError, open_netns
 from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from whisk.manifest import BLACKBOX, Manifest
@@ -73,8 +84,11 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 RUNTIME_PORT = "8080/tcp"
-LISTEN_ENV = "__OW_RUNTIME_LISTEN"  # host networking: the runtime's own loopback address
-REACH_MODES = ("publish", "host", "address")
+LISTEN_ENV = "__OW_RUNTIME_LISTEN"  # where the local runtime images' runtime listens
+REACH_MODES = ("netns", "publish", "address", "host")
+NETNS_ADDRESS = (HOST, 8080)  # the runtime, on the container's own loopback
+NO_NEW_PRIVILEGES = "no-new-privileges"
+ICC_OPTION = "com.docker.network.bridge.enable_icc"
 
 
 def _host_ports() -> tuple[int, int]:
@@ -135,6 +149,7 @@ class DockerContainer:
         image: str,
         address: tuple[str, int],
         logs: LogSource,
+        dialer: NetnsDialer | None = None,
     ) -> None:
         self.name = name
         self.id = cid
@@ -143,7 +158,8 @@ class DockerContainer:
         self.host, self.port = address
         self._backend = backend
         self._engine = backend.engine
-        self._client = RuntimeClient(self.host, self.port, backend.max_response_bytes)
+        self._dialer = dialer  # reach="netns": sockets made in the container's namespace
+        self._client = RuntimeClient(self.host, self.port, backend.max_response_bytes, dialer)
         self._log = logs
         self._cores: frozenset[int] | None = None
         self._destroyed = False
@@ -153,6 +169,12 @@ class DockerContainer:
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    @property
+    def socket_factory(self) -> NetnsDialer | None:
+        """With ``reach="netns"``, what makes sockets in the container's network namespace
+        (for another :class:`RuntimeClient` to :attr:`address`); else None."""
+        return self._dialer
 
     @property
     def log_source(self) -> str:
@@ -314,6 +336,8 @@ class DockerContainer:
         try:
             self._client.close()
             self._log.close()
+            if self._dialer is not None:
+                self._dialer.close()
             try:
                 state = (await self._engine.inspect(self.id)).get("State") or {}
                 self._oom = _oom(state, self._engine.is_podman)
@@ -337,8 +361,10 @@ class DockerBackend:
     :class:`Manifest`, a mapping, or a function returning None for "no override").
     ``binds``: volumes for every container (``/usr:/usr:ro``), as the stock ``extra-args``.
     ``labels``: put on every container besides ``ow-invoker.prefix``. ``network``: Docker
-    network (stock default ``bridge``; ignored by ``reach="host"``). ``reach``: how the
-    runtime is reached, ``publish``, ``host`` or ``address`` (module docstring).
+    network (stock default ``bridge``; ``none`` for no network at all; ignored by
+    ``reach="host"``). ``reach``: how the runtime is reached, ``netns``, ``publish``,
+    ``address`` or ``host`` (module docstring). ``pids_limit`` and ``shm_size_mb``: the
+    container's process count and private ``/dev/shm`` size (stock: 1024, 64 MB).
     ``log_source``: ``auto`` tails the engine's log file when this process can read it (a
     local engine) and uses the logs endpoint otherwise, ``file`` or ``api`` insist on one
     (see :mod:`containers.docker_logs`). Also ``max_response_bytes`` (of a runtime's answer
@@ -356,9 +382,10 @@ class DockerBackend:
         binds: Sequence[str] = (),
         labels: Mapping[str, str] | None = None,
         network: str | None = "bridge",
-        reach: str = "publish",
+        reach: str = "netns",
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         pids_limit: int = 1024,
+        shm_size_mb: int = 64,
         nofile: int = 1024,
         log_driver: str | None = "json-file",
         log_source: str = "auto",
@@ -372,6 +399,13 @@ class DockerBackend:
             raise ValueError(f"reach must be one of {REACH_MODES}, not {reach!r}")
         if reach == "address" and not network:
             raise ValueError('reach="address" needs a network')
+        if pids_limit < 1 or shm_size_mb < 1:
+            raise ValueError("pids_limit and shm_size_mb must be positive")
+        if reach == "host":
+            log.warning(
+                'docker reach="host": action containers share the host\'s network namespace '
+                "and reach every loopback service of the host; for test machines only"
+            )
         self.docker_host = docker_host
         self.name_prefix = name_prefix
         self.image_override = _resolver(images)
@@ -381,6 +415,7 @@ class DockerBackend:
         self.reach = reach
         self.max_response_bytes = max_response_bytes
         self.pids_limit = pids_limit
+        self.shm_size_mb = shm_size_mb
         self.nofile = nofile
         self.log_driver = log_driver
         self.log_source = log_source
@@ -392,6 +427,7 @@ class DockerBackend:
         self._ports: set[int] = set()  # loopback ports given to host-network containers
         self._discards: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._network_checked = False
 
     # -- ContainerBackend --------------------------------------------------------------------
 
@@ -404,6 +440,30 @@ class DockerBackend:
         if self._closed:
             raise ContainerError("the docker backend is closed")
         await self._connect()
+        if not self._network_checked:
+            self._network_checked = True
+            await self._warn_if_shared_network()
+
+    async def _warn_if_shared_network(self) -> None:
+        """Warn once when containers share a bridge that lets them open each other's ports
+        (Docker's default: inter-container communication on). The local images' runtimes
+        listen on their own loopback with ``reach="netns"``, but the official images do not,
+        and neither does anything an action starts."""
+        if self.reach == "host" or self.network in (None, "none", "host"):
+            return
+        try:
+            info = await self.engine.network(self.network)
+        except EngineError as e:
+            log.warning("cannot inspect docker network %r: %s", self.network, e)
+            return
+        options = info.get("Options") or {}
+        if info.get("Driver") == "bridge" and options.get(ICC_OPTION) != "false":
+            log.warning(
+                "docker network %r lets action containers reach each other's ports; create one "
+                "with -o %s=false (and dockerd's iptables on), or use --docker-network none",
+                self.network,
+                ICC_OPTION,
+            )
 
     async def create(self, spec: ContainerSpec) -> DockerContainer:
         if self._closed:
@@ -419,12 +479,19 @@ class DockerBackend:
                 if spec.kind == BLACKBOX:
                     await self._ensure_blackbox_image(image)
                 cid = await self._create(name, image, spec, pull=spec.kind != BLACKBOX, port=port)
+                dialer: NetnsDialer | None = None
                 try:
                     await self.engine.start_container(cid)
                     info = await self.engine.inspect(cid)
-                    address = (HOST, port) if port else self._address(info)
+                    if self.reach == "netns":
+                        dialer = await self._dialer(cid, info)
+                        address = NETNS_ADDRESS
+                    else:
+                        address = (HOST, port) if port else self._address(info)
                     logs = self._logs(cid, info)
                 except BaseException as e:
+                    if dialer is not None:
+                        dialer.close()
                     self._discard(cid)
                     if isinstance(e, EngineError):
                         raise ContainerError(f"starting {name}: {e}") from e
@@ -432,7 +499,7 @@ class DockerBackend:
         except BaseException:
             self._ports.discard(port or 0)
             raise
-        container = DockerContainer(self, name, cid, spec.kind, image, address, logs)
+        container = DockerContainer(self, name, cid, spec.kind, image, address, logs, dialer)
         self._containers[cid] = container
         return container
 
@@ -504,6 +571,9 @@ class DockerBackend:
             "PidsLimit": self.pids_limit,
             "Ulimits": ulimits,
             "CapDrop": ["NET_RAW", "NET_ADMIN"],
+            "SecurityOpt": [NO_NEW_PRIVILEGES],  # and the engine's default seccomp profile
+            "IpcMode": "private",
+            "ShmSize": self.shm_size_mb * 1024 * 1024,
         }
         env = [f"{k}={v}" for k, v in spec.env.items()]
         if spec.cpu_shares is not None:
@@ -513,6 +583,11 @@ class DockerBackend:
                 raise ValueError('reach="host" needs a port per container')
             host["NetworkMode"] = "host"
             env.append(f"{LISTEN_ENV}={HOST}:{port}")
+        elif self.reach == "netns":
+            # Only the container's own loopback, even on a network (where the official
+            # images, which ignore the variable, listen on every interface).
+            host["NetworkMode"] = self.network or "none"
+            env.append(f"{LISTEN_ENV}={HOST}:{NETNS_ADDRESS[1]}")
         elif self.network:
             host["NetworkMode"] = self.network
         if self.reach == "publish":
@@ -528,7 +603,7 @@ class DockerBackend:
             "Labels": labels,
             "HostConfig": host,
         }
-        if self.reach != "host":
+        if self.reach in ("publish", "address"):
             config["ExposedPorts"] = {RUNTIME_PORT: {}}
         return config
 
@@ -581,6 +656,31 @@ class DockerBackend:
             if image_tag(image) in (None, "latest") or present is False:
                 raise ImagePullError(f"Failed to pull container image '{image}'.") from e
             log.warning("pulling %s failed (%s); trying a local copy", image, e)
+
+    @staticmethod
+    async def _dialer(cid: str, info: Mapping[str, Any]) -> NetnsDialer:
+        """The container's network namespace, held open, and one socket made in it at once
+        so that a missing privilege fails the create, not every later /init. A container
+        that already exited gets a dialer that refuses: /init then says why it is gone."""
+        if not (info.get("State") or {}).get("Running"):
+            return NetnsDialer(None, f"container {cid[:12]} is not running")
+        try:
+            dialer = NetnsDialer(open_netns(cid, info))
+        except NetnsError as e:
+            if e.errno == errno.ESRCH:  # it exited since the inspect
+                return NetnsDialer(None, str(e))
+            raise ContainerError(f'reach="netns": {e} (use reach="address" or "publish")') from e
+        try:
+            (await dialer()).close()
+        except NetnsError as e:
+            dialer.close()
+            hint = (
+                " needs CAP_SYS_ADMIN (an invoker running as root)"
+                if e.errno == errno.EPERM
+                else ""
+            )
+            raise ContainerError(f'reach="netns"{hint}: {e}') from e
+        return dialer
 
     def _address(self, info: Mapping[str, Any]) -> tuple[str, int]:
         """Where the runtime answers: its published loopback port, or (``address``) its own

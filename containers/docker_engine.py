@@ -261,6 +261,10 @@ class Engine:
         finally:
             response.close()  # an unfinished (followed) body: drop the connection
 
+    async def network(self, name: str) -> dict[str, Any]:
+        """``GET /networks/{name}`` (its driver and ``Options``)."""
+        return await self._call("network", self._json(f"networks/{name}"), INSPECT_TIMEOUT_S)
+
     # -- images ----------------------------------------------------------------------------
 
     async def image_exists(self, image: str) -> bool:

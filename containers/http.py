@@ -20,6 +20,8 @@ Semantics follow the reference invoker (spec 3.3/3.4):
 from __future__ import annotations
 
 import asyncio
+import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from containers.backend import ContainerGone, HttpResult
@@ -27,6 +29,7 @@ from containers.backend import ContainerGone, HttpResult
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 CONNECT_RETRY_S = 0.05
 MAX_HEAD_BYTES = 64 * 1024
+SocketFactory = Callable[[], Awaitable[socket.socket]]
 
 
 class BadHttpResponse(Exception):
@@ -251,14 +254,21 @@ def _expire(waiter: asyncio.Future[Any]) -> None:
 
 
 class RuntimeClient:
-    """Talks to one runtime at ``(host, port)``; one request at a time."""
+    """Talks to one runtime at ``(host, port)``; one request at a time. ``make_socket``:
+    where the runtime is in another network namespace, each connection's (unconnected,
+    non-blocking) socket comes from it (:mod:`containers.docker_netns`)."""
 
     def __init__(
-        self, host: str, port: int, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+        self,
+        host: str,
+        port: int,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        make_socket: SocketFactory | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.max_response_bytes = max_response_bytes
+        self.make_socket = make_socket  # None: a plain connect to (host, port)
         self._conn: _Connection | None = None
         self._where = f"{host}:{port}"
         common = (
@@ -332,7 +342,10 @@ class RuntimeClient:
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    _, conn = await loop.create_connection(_Connection, self.host, self.port)
+                    if self.make_socket is None:
+                        _, conn = await loop.create_connection(_Connection, self.host, self.port)
+                    else:
+                        _, conn = await self._connect_made(loop)
                 return conn
             except TimeoutError:
                 raise
@@ -347,3 +360,15 @@ class RuntimeClient:
                         f"the runtime at {self._where} accepted no connection"
                     ) from e
                 await asyncio.sleep(pause)
+
+    async def _connect_made(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> tuple[asyncio.BaseTransport, _Connection]:
+        assert self.make_socket is not None
+        sock = await self.make_socket()
+        try:
+            await loop.sock_connect(sock, (self.host, self.port))
+            return await loop.create_connection(_Connection, sock=sock)
+        except BaseException:
+            sock.close()
+            raise

@@ -102,11 +102,17 @@ class InvokerConfig:
         factory=tuple, help="extra binds for action containers, e.g. /usr:/usr:ro (docker)"
     )
     docker_reach: str = setting(
-        "publish",
-        help="how the invoker reaches runtimes (docker): publish (8080 on 127.0.0.1), host "
-        "(host network, a loopback port each), address (the container's IP on the network)",
+        "netns",
+        help="how the invoker reaches runtimes (docker): netns (the container's own loopback, "
+        "from inside its network namespace; needs root and a local engine), publish (8080 on "
+        "127.0.0.1), address (the container's IP on the network), host (the host's network, "
+        "a loopback port each: test machines only)",
     )
-    docker_network: str = setting("bridge", help="Docker network of action containers (docker)")
+    docker_network: str = setting(
+        "bridge", help="Docker network of action containers, none for no network (docker)"
+    )
+    docker_pids_limit: int = setting(1024, help="processes per action container (docker)")
+    docker_shm_size_mb: int = setting(64, help="size of each container's /dev/shm in MB (docker)")
     runtimes_manifest: str | None = setting(
         None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
     )
@@ -163,8 +169,12 @@ class InvokerConfig:
             raise ValueError("at least one action core is needed")
         if self.backend not in ("process", "docker"):
             raise ValueError(f"unknown backend {self.backend!r}: choose process or docker")
-        if self.docker_reach not in ("publish", "host", "address"):
-            raise ValueError(f"docker_reach: publish, host or address, not {self.docker_reach!r}")
+        if self.docker_reach not in ("netns", "publish", "address", "host"):
+            raise ValueError(
+                f"docker_reach: netns, publish, address or host, not {self.docker_reach!r}"
+            )
+        if self.docker_pids_limit < 1 or self.docker_shm_size_mb < 1:
+            raise ValueError("docker_pids_limit and docker_shm_size_mb must be positive")
         if self.fc_window_s <= 0:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:

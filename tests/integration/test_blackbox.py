@@ -44,6 +44,7 @@ from tests.e2e.platforms import ROOT, Platform, running_platform
 from tests.integration.test_docker_backend import (  # noqa: F401 (engine_host: a fixture)
     ENGINES,
     engine_host,
+    network_for,
     reach_for,
 )
 
@@ -210,6 +211,8 @@ def docker_args(host: str, unique: str) -> tuple[str, ...]:
         ",".join(f"{k}={v}" for k, v in local_images().items()),
         "--docker-reach",
         reach_for(host),
+        "--docker-network",
+        network_for(host),
         "--unique-name",
         unique,
     )

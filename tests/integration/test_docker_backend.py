@@ -2,8 +2,9 @@
 Docker-compatible API (see docs/docker.md).
 
 Every test that takes ``engine_host`` runs once per engine: ``docker`` (the ``dockerd``
-fixture; containers in the host's network, a loopback port each, since that dockerd has no
-bridge) and ``podman`` (the ``podman`` fixture; port 8080 published on 127.0.0.1). Tests
+fixture; containers with no network, ``NetworkMode none``, reached from inside their own
+network namespace, ``reach="netns"``) and ``podman`` (the ``podman`` fixture; port 8080
+published on 127.0.0.1). Tests
 marked ``docker_only`` (what Podman lacks, or what only repeats on Podman what another test
 already shows there) run on dockerd alone, to keep the suite's time.
 
@@ -127,13 +128,19 @@ def svc(engine_host: str) -> Any:
 
 
 def reach_for(host: str) -> str:
-    """How tests reach runtimes: dockerd has no bridge here (host networking, a loopback port
-    per container); Podman publishes 8080 on 127.0.0.1."""
-    return "host" if _services[host].engine == "docker" else "publish"
+    """How tests reach runtimes: on dockerd from inside each container's network namespace
+    (the default); Podman publishes 8080 on 127.0.0.1."""
+    return "netns" if _services[host].engine == "docker" else "publish"
+
+
+def network_for(host: str) -> str:
+    """The containers' network: none on dockerd (it has no bridge here), Podman's bridge."""
+    return "none" if _services[host].engine == "docker" else "bridge"
 
 
 def new_backend(host: str, label: str, prefix: str | None = None, **kw: Any) -> DockerBackend:
     kw.setdefault("reach", reach_for(host))
+    kw.setdefault("network", network_for(host))
     kw.setdefault("images", local_images())
     return DockerBackend(
         host,
@@ -250,10 +257,11 @@ async def test_cold_start_names_labels_limits_and_loopback_port(
     assert (hc["PidsLimit"], hc["CpuShares"]) == (1024, 128)
     assert "NET_RAW" in hc["CapDrop"]
     assert hc["LogConfig"]["Type"] == "json-file"
-    if backend.reach == "host":  # the host's network, a loopback port of its own
-        assert hc["NetworkMode"] == "host"
-        assert f"{LISTEN_ENV}=127.0.0.1:{c.port}" in info["Config"]["Env"]
-        assert c.address[0] == "127.0.0.1" and not info["NetworkSettings"]["Ports"]
+    assert hc["SecurityOpt"] == ["no-new-privileges"] and hc["ShmSize"] == 64 << 20
+    if backend.reach == "netns":  # no network; the runtime on the container's own loopback
+        assert hc["NetworkMode"] == "none"
+        assert f"{LISTEN_ENV}=127.0.0.1:8080" in info["Config"]["Env"]
+        assert c.address == ("127.0.0.1", 8080) and not info["NetworkSettings"]["Ports"]
     else:
         ports = info["NetworkSettings"]["Ports"]["8080/tcp"]
         assert [p["HostIp"] for p in ports] == ["127.0.0.1"]
@@ -510,7 +518,7 @@ from containers.docker_local import BINDS, local_images
 
 async def main():
     b = DockerBackend({host!r}, {prefix!r}, images=local_images(), binds=BINDS,
-                      labels={{{label!r}: "1"}}, reach={reach!r})
+                      labels={{{label!r}: "1"}}, reach={reach!r}, network={network!r})
     await b.start()
     ids = []
     for i, kind in enumerate(["python:3.11", "nodejs:20"]):
@@ -529,7 +537,12 @@ async def test_kill_9_of_the_invoker_then_remove_leftovers_removes_only_ours(
 ) -> None:
     prefix, label = new_prefix(), svc.container_label
     script = CHILD_SCRIPT.format(
-        root=str(ROOT), host=engine_host, prefix=prefix, label=label, reach=reach_for(engine_host)
+        root=str(ROOT),
+        host=engine_host,
+        prefix=prefix,
+        label=label,
+        reach=reach_for(engine_host),
+        network=network_for(engine_host),
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
@@ -876,7 +889,7 @@ async def test_pause_freezes_and_resume_thaws_through_the_freezer(
     freezer = Path(f"/sys/fs/cgroup/freezer/docker/{c.id}/freezer.state")
     if freezer.exists():  # cgroup v1, cgroupfs driver (the project's machines)
         assert freezer.read_text().strip() == "FROZEN"
-    client = RuntimeClient(*c.address)
+    client = RuntimeClient(*c.address, make_socket=c.socket_factory)
     with pytest.raises(TimeoutError):
         await client.post_run(b'{"value": {}}', 0.5)
     client.close()
@@ -916,10 +929,20 @@ async def test_no_answer_is_told_from_a_dropped_answer() -> None:
 
 
 def test_create_request_per_reach_mode() -> None:
-    """publish: 8080 on 127.0.0.1; host: the host's network and a loopback port in the
-    runtime's environment; address (the stock invoker's): the network, nothing published."""
+    """netns (default): the network (none: no network) and the runtime on the container's
+    loopback; publish: 8080 on 127.0.0.1; host: the host's network and a loopback port in the
+    runtime's environment; address (the stock invoker's): the network, nothing published.
+    Every mode: no-new-privileges, a private IPC namespace and a sized /dev/shm."""
     spec = ContainerSpec("wsk0_1_guest_x", "python:3.11", 256, env={"__OW_API_HOST": "h"})
-    publish = DockerBackend("unix:///x", "wsk0").container_config("img", spec)
+    netns = DockerBackend("unix:///x", "wsk0", network="none").container_config("img", spec)
+    assert netns["HostConfig"]["NetworkMode"] == "none"
+    assert netns["Env"] == ["__OW_API_HOST=h", f"{LISTEN_ENV}=127.0.0.1:8080"]
+    assert "PortBindings" not in netns["HostConfig"] and "ExposedPorts" not in netns
+    small = DockerBackend("unix:///x", "wsk0", pids_limit=64, shm_size_mb=8)
+    hc = small.container_config("img", spec)["HostConfig"]
+    assert (hc["PidsLimit"], hc["ShmSize"], hc["IpcMode"]) == (64, 8 << 20, "private")
+    assert hc["SecurityOpt"] == ["no-new-privileges"] and hc["NetworkMode"] == "bridge"
+    publish = DockerBackend("unix:///x", "wsk0", reach="publish").container_config("img", spec)
     assert publish["HostConfig"]["PortBindings"] == {
         "8080/tcp": [{"HostIp": "127.0.0.1", "HostPort": ""}]
     }
