@@ -628,8 +628,12 @@ def test_serverless_deploy_invoke_remove(platform: Platform, serverless_modules:
 
 
 def test_wsk_cli_entities(platform: Platform, wsk_cli: Path, tmp_path):
-    env = {**os.environ, "WSK_CONFIG_FILE": str(tmp_path / "wskprops"), "HOME": str(tmp_path)}
-    base = [str(wsk_cli), "-i", "--apihost", platform.url, "--auth", platform.auth]
+    # The key in wsk's properties file, as `wsk property set` keeps it: not on a command line.
+    props = tmp_path / "wskprops"
+    props.write_text(f"APIHOST={platform.url}\nAUTH={platform.auth}\n")
+    props.chmod(0o600)
+    env = {**os.environ, "WSK_CONFIG_FILE": str(props), "HOME": str(tmp_path)}
+    base = [str(wsk_cli), "-i"]
 
     def wsk(*args: str, ok: bool = True) -> str:
         p = subprocess.run(
