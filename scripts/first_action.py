@@ -1,6 +1,9 @@
 """Create a first action on a running OpenWhisk API and invoke it, printing what happens.
 
 python scripts/first_action.py http://127.0.0.1:3233
+
+The key: ``OW_AUTH`` (uuid:key) when set, else the stock guest key; never a flag, which every
+process on the machine could read.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import sys
 import time
 import urllib.request
 
-from front.identities import GUEST_AUTH, basic_auth
+from front.identities import basic_auth
+from whisk.client import default_auth
 
 CODE = """def main(args):
     name = args.get("name", "stranger")
@@ -24,7 +28,7 @@ def call(api: str, method: str, path: str, body: object = None) -> tuple[int, ob
         api + path,
         method=method,
         data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": basic_auth(GUEST_AUTH), "Content-Type": "application/json"},
+        headers={"Authorization": basic_auth(default_auth()), "Content-Type": "application/json"},
     )
     try:
         with urllib.request.urlopen(req, timeout=70) as r:
