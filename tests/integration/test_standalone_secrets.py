@@ -203,3 +203,29 @@ def test_the_console_shows_each_user_their_namespace_only(platform: Standalone):
     assert status == 401
     status, config = platform.call("GET", "/console/api/config", "")
     assert status == 200 and GUEST_AUTH not in json.dumps(config) and BOB not in json.dumps(config)
+
+
+def test_no_process_on_the_machine_shows_a_key_while_actions_run(platform: Standalone):
+    """The platform and everything it started (zygotes, runtimes, a running action) carry
+    bob's key, used just now, in no command line."""
+    actions = "/api/v1/namespaces/_/actions"
+    sleepy = "import time\ndef main(args):\n    time.sleep(1)\n    return {}\n"
+    body = {"exec": {"kind": "python:3.11", "code": sleepy}}
+    status, _ = platform.call("PUT", f"{actions}/sleepy?overwrite=true", basic_auth(BOB), body)
+    assert status == 200
+    status, started = platform.call("POST", f"{actions}/sleepy", basic_auth(BOB), {})
+    assert status == 202, started
+    seen = 0
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue  # gone meanwhile
+            seen += 1
+            assert BOB.split(":")[1].encode() not in cmdline, proc.name
+        time.sleep(0.2)
+    assert seen > 0
