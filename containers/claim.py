@@ -47,3 +47,34 @@ class PrefixClaim:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the lock
             self._fd = None
+
+
+UID_BASE = 1_500_000_000  # far above any distribution's users and subordinate ranges
+UID_BLOCK = 4096
+UID_BLOCKS = 1024
+
+
+class UidBlockClaim:
+    """A block of host uids for one backend's containers, held like a prefix: two
+    invokers on one host never hand out the same uid, so no two tenants share one."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        directory = directory or lock_dir()
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._fd: int | None = None
+        for block in range(UID_BLOCKS):
+            fd = os.open(directory / f"uids.{block}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._fd = fd
+            self.base, self.count = UID_BASE + block * UID_BLOCK, UID_BLOCK
+            return
+        raise PrefixInUse(f"all {UID_BLOCKS} container uid blocks are held by live invokers")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -19,12 +19,22 @@ def make_backend(
     docker_pids_limit: int = 1024,
     docker_shm_size_mb: int = 64,
     action_user: str | None = None,
+    sandbox: str = "namespaces",
+    action_network: str = "outbound",
+    pids_limit: int = 1024,
+    sandbox_host_ports: tuple[int, ...] = (),
 ) -> ContainerBackend:
     if kind == "process":
         from containers.process import ProcessBackend
 
         return ProcessBackend(
-            state_dir=Path(state_dir) / "containers", name_prefix=name_prefix, user=action_user
+            state_dir=Path(state_dir) / "containers",
+            name_prefix=name_prefix,
+            user=action_user,
+            sandbox=sandbox != "none",
+            network=action_network,
+            pids_limit=pids_limit,
+            host_ports=sandbox_host_ports,
         )
     if kind == "docker":
         from containers.docker import DockerBackend

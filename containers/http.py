@@ -254,7 +254,8 @@ def _expire(waiter: asyncio.Future[Any]) -> None:
 
 
 class RuntimeClient:
-    """Talks to one runtime at ``(host, port)``; one request at a time. ``make_socket``:
+    """Talks to one runtime at ``(host, port)`` or ``unix_path``; one request at a time.
+    ``make_socket``:
     where the runtime is in another network namespace, each connection's (unconnected,
     non-blocking) socket comes from it (:mod:`containers.docker_netns`)."""
 
@@ -264,13 +265,15 @@ class RuntimeClient:
         port: int,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         make_socket: SocketFactory | None = None,
+        unix_path: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.max_response_bytes = max_response_bytes
         self.make_socket = make_socket  # None: a plain connect to (host, port)
+        self.unix_path = unix_path  # a runtime listening on a Unix socket (the sandbox)
         self._conn: _Connection | None = None
-        self._where = f"{host}:{port}"
+        self._where = f"unix:{unix_path}" if unix_path else f"{host}:{port}"
         common = (
             f" HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
             "Accept: application/json\r\nContent-Length: "
@@ -342,7 +345,9 @@ class RuntimeClient:
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    if self.make_socket is None:
+                    if self.unix_path is not None:
+                        _, conn = await loop.create_unix_connection(_Connection, self.unix_path)
+                    elif self.make_socket is None:
                         _, conn = await loop.create_connection(_Connection, self.host, self.port)
                     else:
                         _, conn = await self._connect_made(loop)

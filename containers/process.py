@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import pwd
@@ -52,9 +53,10 @@ from typing import Any
 
 from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
-from containers.claim import PrefixClaim
+from containers.claim import PrefixClaim, UidBlockClaim, lock_dir
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
+from containers.runtimes import sandbox
 from whisk.manifest import BLACKBOX
 from whisk.protocol import json
 from whisk.supervisor import spawn
@@ -72,6 +74,8 @@ LOG_FILE = "log.json"
 HOST = "127.0.0.1"
 LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes to exit
 BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
+NETWORKS = ("outbound", "none")  # sandboxed actions: NAT'ed outbound connections, or none
+SLIRP_DNS = "10.0.2.3"
 
 
 def _safe_name(name: str) -> str:
@@ -155,7 +159,9 @@ class _Zygote:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None and self._reader is not None
 
-    async def start(self, timeout_s: float) -> None:
+    async def start(self, timeout_s: float) -> dict[str, Any]:
+        """Start the zygote; its ``ready`` event (with ``sandbox_error`` if a probe sandbox
+        could not be built)."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         self.proc = await asyncio.create_subprocess_exec(
@@ -170,7 +176,7 @@ class _Zygote:
         self._reader = spawn(self._read(), name="zygote-reader")
         try:
             async with asyncio.timeout(timeout_s):
-                await self._ready
+                return await self._ready
         except BaseException:
             await self.stop()
             raise
@@ -251,16 +257,18 @@ class ProcessContainer:
         pid: int,
         port: int,
         cgroup: cgroups.ContainerCgroup | None,
+        socket_path: str | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
         self.dir = directory
         self.pid = pid
-        self.port = port
+        self.port = port  # 0 when sandboxed: the runtime listens on socket_path instead
+        self.socket_path = socket_path
         self.cgroup = cgroup
         self.exit_status: int | None = None  # set when the zygote reports the exit
         self._backend = backend
-        self._client = RuntimeClient(HOST, port, backend.max_response_bytes)
+        self._client = RuntimeClient(HOST, port, backend.max_response_bytes, unix_path=socket_path)
         self._log = LogFile(directory / LOG_FILE, backend.log_watcher, trim=True)
         self._cores: frozenset[int] | None = None
         self._paused = False
@@ -419,6 +427,10 @@ class ProcessBackend:
         user: str | int | None = None,
         spares: int = 2,
         spawn_timeout_s: float = 30.0,
+        sandbox: bool = True,
+        network: str = "outbound",
+        pids_limit: int = 1024,
+        host_ports: tuple[int, ...] = (),
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
             raise ValueError(f"bad name prefix {name_prefix!r}")
@@ -436,6 +448,13 @@ class ProcessBackend:
         if self.user is not None and os.geteuid() not in (0, self.user[0]):
             raise ValueError(f"running actions as user {user!r} needs the invoker to run as root")
         self.spawn_timeout_s = spawn_timeout_s
+        if network not in NETWORKS:
+            raise ValueError(f"action network {network!r}: choose {' or '.join(NETWORKS)}")
+        self.sandbox = sandbox
+        self.network = network
+        self.pids_limit = pids_limit
+        self.host_ports = host_ports
+        self._uids: UidBlockClaim | None = None
         self.cgroup_support = cgroups.CgroupSupport(0, reason="not probed yet")
         self._probed = False
         self.log_watcher = LogWatcher()
@@ -458,7 +477,15 @@ class ProcessBackend:
     async def start(self) -> None:
         if self._claim is None:
             self._claim = PrefixClaim(self.name_prefix)  # before anything is removed
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)  # logs and sockets of every tenant's containers
+        if self.sandbox:
+            self._check_sandbox()
+        else:
+            log.warning(
+                "--sandbox none: actions run unsandboxed, as the invoker's user (or "
+                "--action-user), and can see the host's processes, files and loopback"
+            )
         if self.use_cgroups:
             if not self._probed:
                 self.cgroup_support = await asyncio.to_thread(cgroups.probe, self.name_prefix)
@@ -505,8 +532,10 @@ class ProcessBackend:
         try:
             if cdir.exists():
                 await self._remove_leftover_dir(cdir)
-            work.mkdir(parents=True)
-            tmp.mkdir()
+            cdir.mkdir(mode=0o700)
+            if not self.sandbox:  # sandboxed, both are tmpfs mounts of the container's own
+                work.mkdir()
+                tmp.mkdir()
             if self.user is not None:
                 for d in (work, tmp):
                     os.chown(d, *self.user)
@@ -526,7 +555,9 @@ class ProcessBackend:
             raise ContainerError(f"Failed to provision resources to run the action: {e}") from e
         pid, port = int(reply["pid"]), int(reply["port"])
         self._write_meta(cdir, pid, process_start_time(pid), cg, spec.kind)
-        container = ProcessContainer(self, spec.name, spec.kind, cdir, pid, port, cg)
+        container = ProcessContainer(
+            self, spec.name, spec.kind, cdir, pid, port, cg, reply.get("socket")
+        )
         self._containers[spec.name] = container
         if pid in self._early_exits:
             container.exit_status = self._early_exits.pop(pid)
@@ -627,11 +658,78 @@ class ProcessBackend:
                 missing_ok=True
             )
         self.log_watcher.close()
+        if self.sandbox:
+            shutil.rmtree(self._socket_dir(), ignore_errors=True)
         if self._claim is not None:
             self._claim.release()
             self._claim = None
+        if self._uids is not None:
+            self._uids.release()
+            self._uids = None
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _check_sandbox(self) -> None:
+        """What the sandbox needs, refused with one clear line each."""
+        if os.geteuid() != 0:
+            raise ContainerError(
+                "the process backend's sandbox needs the invoker to run as root (namespaces "
+                "and a uid per container); run it as root, or use --backend docker, or "
+                "--sandbox none (unsafe: actions are not isolated)"
+            )
+        if self.user is not None:
+            raise ValueError("--action-user is for --sandbox none: sandboxed containers "
+                             "each run as a uid of their own")  # fmt: skip
+        if self.network == "outbound" and shutil.which("slirp4netns") is None:
+            raise ContainerError(
+                "outbound networking for sandboxed actions needs slirp4netns (apt-get "
+                "install slirp4netns), or --action-network none"
+            )
+        if self._uids is None:
+            self._uids = UidBlockClaim()
+
+    def _sandbox_settings(self) -> dict[str, Any]:
+        """The zygote's sandbox settings: what is bind-mounted read-only into every
+        container (system directories, the interpreters; never the project, the state
+        directory or the store), the network, the limits and this backend's uids."""
+        base = self.state_dir / ".sandbox"
+        root, sockets = base / "root", self._socket_dir()
+        for d in (base, root):
+            d.mkdir(mode=0o700, exist_ok=True)
+        shutil.rmtree(sockets, ignore_errors=True)  # a previous run's: the prefix is ours
+        sockets.mkdir(mode=0o700, parents=True)
+        python = Path(self.python).resolve()
+        binds = {"/usr", "/etc", sys.base_prefix, sys.prefix, str(python.parent.parent)}
+        if self.node is not None:
+            binds.add(str(Path(self.node).resolve().parent.parent))
+        files = {"/opt/ow/node_runtime.js": str(NODE_RUNTIME)}
+        if not self.zygote_fork:
+            files["/opt/ow/python_runtime.py"] = str(PYTHON_RUNTIME)
+        if self.network == "outbound":  # slirp4netns's DNS forwarder
+            resolv = base / "resolv.conf"
+            resolv.write_text(f"nameserver {SLIRP_DNS}\n")
+            resolv.chmod(0o644)
+            files["/etc/resolv.conf"] = str(resolv)
+        hidden = (PROJECT_ROOT, self.state_dir)
+        assert self._uids is not None
+        return {
+            "root": str(root),
+            "sockets": str(sockets),
+            "binds": sorted(b for b in binds if Path(b) not in hidden and b != "/"),
+            "files": files,
+            "network": "slirp4netns" if self.network == "outbound" else "none",
+            "slirp4netns": shutil.which("slirp4netns"),
+            "pids_max": self.pids_limit,
+            "host_ports": list(self.host_ports),
+            "uid_base": self._uids.base,
+            "uid_count": self._uids.count,
+        }
+
+    def _socket_dir(self) -> Path:
+        """Where runtimes listen: short (a Unix socket's path has at most 107 bytes) and
+        private (the invoker's 0700 lock directory), one per prefix and state dir."""
+        key = hashlib.sha256(f"{self.state_dir}\0{self.name_prefix}".encode()).hexdigest()
+        return lock_dir() / f"sock-{key[:12]}"
 
     def _under_tmp(self) -> bool:
         """Whether a private /tmp would hide what containers need: their own directories,
@@ -667,14 +765,19 @@ class ProcessBackend:
                 ]
                 if cg.cpu_parent is not None:
                     argv += ["--cgroup-cpu", str(cg.cpu_parent)]
+            if self.sandbox:
+                argv += ["--sandbox", json.dumps(self._sandbox_settings()).decode()]
             env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", MARKER_VAR: self.name_prefix}
             zygote = _Zygote(argv, env, str(self.state_dir), tag)
             zygote.on_exit = self._on_exit
             zygote.on_gone = self._on_zygote_gone
             try:
-                await zygote.start(self.spawn_timeout_s)
+                ready = await zygote.start(self.spawn_timeout_s)
             except Exception as e:
                 raise ContainerError(f"the process backend's zygote did not start: {e}") from e
+            if problem := ready.get("sandbox_error"):
+                await zygote.stop()
+                raise ContainerError(f"the process backend cannot build a sandbox: {problem}")
             meta = {"pid": zygote.pid, "start_time": process_start_time(zygote.pid)}
             (self.state_dir / f"{self.name_prefix}.zygote.{zygote.pid}.json").write_bytes(
                 json.dumps(meta)
@@ -689,7 +792,10 @@ class ProcessBackend:
         await self._remove_cgroups([cg for cg in found if cg.memory.name.startswith(spares)])
 
     def _spawn_request(self, spec: ContainerSpec, dirname: str, cdir: Path) -> dict[str, Any]:
-        work, tmp = str(cdir / "work"), str(cdir / "tmp")
+        if self.sandbox:  # the container's own tmpfs mounts, inside its root
+            work, tmp = sandbox.WORKDIR, "/tmp"
+        else:
+            work, tmp = str(cdir / "work"), str(cdir / "tmp")
         env = {
             "PATH": SAFE_PATH,
             "HOME": work,
@@ -706,7 +812,7 @@ class ProcessBackend:
             "tmp": tmp,
             "log": str(cdir / LOG_FILE),
             "env": env,
-            "private_tmp": self.private_tmp,
+            "private_tmp": self.private_tmp and not self.sandbox,
             "nofile": self.nofile,
         }
         if self.user is not None:
@@ -726,10 +832,11 @@ class ProcessBackend:
             # The script comes on stdin, opened by the zygote before any change of user: an
             # action user needs no access to the project's directory (its name stays in ps).
             req["exec"] = [self.node, *heap, "-", NODE_RUNTIME.name, "--listen-fd", "3", *marker]
-            req["stdin"] = str(NODE_RUNTIME)
+            req["stdin"] = "/opt/ow/node_runtime.js" if self.sandbox else str(NODE_RUNTIME)
         elif not self.zygote_fork:
+            runtime = "/opt/ow/python_runtime.py" if self.sandbox else str(PYTHON_RUNTIME)
             req["exec"] = [
-                self.python, "-I", "-B", str(PYTHON_RUNTIME), "serve", "--listen-fd", "3",
+                self.python, "-I", "-B", runtime, "serve", "--listen-fd", "3",
                 "--project-root", str(PROJECT_ROOT), *marker,
             ]  # fmt: skip
         elif not cg:

@@ -32,6 +32,10 @@ def build_invoker(
         docker_pids_limit=cfg.docker_pids_limit,
         docker_shm_size_mb=cfg.docker_shm_size_mb,
         action_user=cfg.action_user,
+        sandbox=cfg.sandbox,
+        action_network=cfg.action_network,
+        pids_limit=cfg.pids_limit,
+        sandbox_host_ports=cfg.sandbox_host_ports,
     )
     metrics = InvokerMetrics()
     gpu_pool = None

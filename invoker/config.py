@@ -120,8 +120,26 @@ class InvokerConfig:
         factory=tuple, help="image overrides KIND=IMAGE,... for the docker backend"
     )
     state_dir: str = setting(".state/invoker", help="where containers, spools and pid files live")
+    sandbox: str = setting(
+        "namespaces",
+        help="process backend isolation: namespaces (each container in its own pid, mount, "
+        "network, IPC, UTS and cgroup namespaces, a uid of its own, seccomp; needs root) or "
+        "none (unsafe: actions see the host's processes, files and loopback)",
+    )
+    action_network: str = setting(
+        "outbound",
+        help="sandboxed actions' network: outbound (NAT through slirp4netns, the host's "
+        "loopback out of reach) or none",
+    )
+    pids_limit: int = setting(1024, help="processes per sandboxed action container (process)")
+    sandbox_host_ports: tuple[int, ...] = setting(
+        factory=tuple,
+        help="ports of the host's loopback that sandboxed actions may reach at 127.0.0.1, "
+        "e.g. a local object store (process; none by default)",
+    )
     action_user: str | None = setting(
-        None, help="run actions as this user, e.g. nobody (process backend; the invoker as root)"
+        None,
+        help="with --sandbox none: run actions as this user, e.g. nobody (the invoker as root)",
     )
     admin_host: str = setting("127.0.0.1", help="admin HTTP listen address")
     admin_port: int = setting(8085, env=("PORT",), help="admin HTTP port (/ping, /metrics, ...)")
@@ -167,6 +185,10 @@ class InvokerConfig:
             raise ValueError("user memory must be at least 128 MB")
         if not self.action_cores:
             raise ValueError("at least one action core is needed")
+        if self.sandbox not in ("namespaces", "none"):
+            raise ValueError(f"sandbox: namespaces or none, not {self.sandbox!r}")
+        if self.action_network not in ("outbound", "none"):
+            raise ValueError(f"action_network: outbound or none, not {self.action_network!r}")
         if self.backend not in ("process", "docker"):
             raise ValueError(f"unknown backend {self.backend!r}: choose process or docker")
         if self.docker_reach not in ("netns", "publish", "address", "host"):

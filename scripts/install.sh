@@ -3,7 +3,8 @@
 #
 #   scripts/install.sh [core|console|python|kafka|couchdb|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
 #
-# core: the package alone (what `scripts/run.sh` needs); console: the live console's chart
+# core: the package alone and the sandbox's system packages (what `scripts/run.sh` needs);
+# sandbox: slirp4netns and libseccomp (Debian) for the process backend's sandbox; console: the live console's chart
 # library (npm, front/console/package-lock.json) in .cache/console; python: with the test, gpu
 # (torch) and experiments extras; docker: Debian's Docker Engine (docker.io), started by
 # services.sh; aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by others that
@@ -299,6 +300,27 @@ install_core() {
         || die "core: pip install failed"
 }
 
+# The process backend's sandbox: slirp4netns (user-mode NAT for actions' outbound network)
+# and libseccomp (the syscall filter, through pyseccomp), from Debian.
+install_sandbox() {
+    local missing=()
+    command -v slirp4netns >/dev/null || missing+=(slirp4netns)
+    ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
+    if ((${#missing[@]} == 0)); then
+        log "sandbox: slirp4netns and libseccomp present"
+        return
+    fi
+    [[ "$(id -u)" == 0 ]] || die "sandbox: need root to apt-get install ${missing[*]}"
+    log "sandbox: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" \
+        >/dev/null 2>&1 || {
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+    } || die "sandbox: apt-get install ${missing[*]} failed"
+}
+
 install_aio() {
     local dir="$CACHE/aio" want="@adobe/aio-cli-plugin-runtime@$AIO_RUNTIME_VERSION"
     if stamp_ok "$dir" "$want" && [[ -d "$dir/node_modules/@adobe/aio-cli-plugin-runtime" ]]; then
@@ -404,15 +426,15 @@ main() {
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(python console kafka couchdb podman docker wsk aio openwhisk-js serverless browser) ;;
-            core | console | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
+            all) expanded+=(sandbox python console kafka couchdb podman docker wsk aio openwhisk-js serverless browser) ;;
+            core | sandbox | console | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
                 expanded+=("$c")
                 ;;
             -h | --help)
                 sed -n '2,12p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (core console python kafka couchdb podman docker images wsk aio openwhisk-js serverless browser all)" ;;
+            *) die "unknown component '$c' (core sandbox console python kafka couchdb podman docker images wsk aio openwhisk-js serverless browser all)" ;;
         esac
     done
     mkdir -p "$CACHE"
@@ -420,7 +442,8 @@ main() {
     [[ " ${comps[*]} " == *" all "* ]] && wsk_optional=1
     for c in "${expanded[@]}"; do
         case "$c" in
-            core) timed core install_core ;;
+            core) timed sandbox install_sandbox && timed core install_core ;;
+            sandbox) timed sandbox install_sandbox ;;
             console) timed console install_console ;;
             browser) timed browser install_browser ;;
             python) timed python install_python ;;

@@ -181,15 +181,17 @@ def platform_cores(cfg: ExperimentConfig, label: str) -> int:
     return cfg.cores if cores is None else cores
 
 
-def make_platform(cfg: ExperimentConfig, label: str) -> Platform:
+def make_platform(cfg: ExperimentConfig, label: str, services: Services | None = None) -> Platform:
     """The ``ow-invoker standalone`` a label asks for (not started): its policy, with
-    ``--preempt`` or not, on its own action cores."""
+    ``--preempt`` or not, on its own action cores; its sandboxed actions may reach the
+    local object store and file server."""
     from sebs_wrappers.platform import Platform
 
     parsed = parse_label(label)
     return Platform(
         parsed.policy,
         extra_args=("--preempt",) if parsed.preempt else (),
+        host_ports=services.host_ports() if services is not None else (),
         cores=platform_cores(cfg, label),
         user_memory_mb=cfg.user_memory_mb,
         state_dir=cfg.out_dir / "state" / f"platform-{label}",
@@ -338,7 +340,7 @@ async def run_policy(
     apihost = cfg.apihost
     cores = platform_cores(cfg, policy)
     if apihost is None:
-        platform = make_platform(cfg, policy)
+        platform = make_platform(cfg, policy, services)
         progress.log(
             f"[{policy}] starting standalone on port {platform.port}, {cores} action core(s)"
         )

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sebs_wrappers.procs import ChildProcess, cmdline_has, free_port, stop_pid
 
@@ -165,6 +166,12 @@ class Services:
     files_url: str
     store_pid: int | None = None
     files_pid: int | None = None
+
+    def host_ports(self) -> tuple[int, ...]:
+        """The loopback ports of the store and the file server: what sandboxed actions
+        must be let reach (``--sandbox-host-ports``)."""
+        ports = [self.storage.endpoint.rpartition(":")[2], urlsplit(self.files_url).port]
+        return tuple(int(p) for p in ports if p)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ class Platform:
         state_dir: Path,
         log: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        host_ports: tuple[int, ...] = (),
     ) -> None:
         self.policy = policy
         self.port = free_port()
@@ -49,6 +50,7 @@ class Platform:
             "--ready-file",
             str(self.ready_file),
             *extra_args,
+            *(("--sandbox-host-ports", ",".join(map(str, host_ports))) if host_ports else ()),
         ]
         self.proc = ChildProcess(argv, log)
 

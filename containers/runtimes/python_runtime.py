@@ -578,7 +578,8 @@ def serve(lsock: socket.socket, runtime: ActionRuntime) -> None:
                 except BlockingIOError:
                     continue
                 conn.setblocking(True)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if conn.family != socket.AF_UNIX:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sel.register(conn, selectors.EVENT_READ, _Conn())
                 continue
             sock = key.fileobj
@@ -866,9 +867,10 @@ class _LogFile:
 
 
 class _Spare:
-    """A forked child waiting for its assignment, already in its own session and cgroup."""
+    """A forked child waiting for its assignment, already in its own session and cgroup
+    (and, sandboxed, in its sandbox with a uid of its own, listening on a Unix socket)."""
 
-    __slots__ = ("assign_w", "cgroups", "err_r", "out_r", "pid", "port")
+    __slots__ = ("assign_w", "cgroups", "err_r", "out_r", "pid", "port", "socket", "uid")
 
     def __init__(
         self, pid: int, port: int, out_r: int, err_r: int, assign_w: int, cgroups: list[str]
@@ -876,6 +878,8 @@ class _Spare:
         self.pid, self.port = pid, port
         self.out_r, self.err_r, self.assign_w = out_r, err_r, assign_w
         self.cgroups = cgroups
+        self.socket: str | None = None
+        self.uid: int | None = None
 
     def close_fds(self) -> None:
         for fd in (self.out_r, self.err_r, self.assign_w):
@@ -902,6 +906,7 @@ class Zygote:
         spares: int,
         cgroups: CgroupLayout,
         run: str = "",
+        sandbox: dict[str, Any] | None = None,
     ) -> None:
         self.project_root = project_root
         self.parent_pid = parent_pid
@@ -918,6 +923,12 @@ class Zygote:
         self.max_fd = 1024
         self.seq = 0
         self.spare_retry_at = 0.0
+        self.sandbox = _load_sandbox() if sandbox else None
+        self.sandbox_config = self.sandbox.Config(sandbox) if self.sandbox and sandbox else None
+        self.uids = self.sandbox.UidPool(sandbox["uid_base"], sandbox["uid_count"]) if (
+            self.sandbox and sandbox) else None  # fmt: skip
+        self.socket_dir: str = (sandbox or {}).get("sockets", "")
+        self.owned: dict[int, tuple[int | None, str | None]] = {}  # pid -> (uid, socket)
 
     def run(self) -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -938,6 +949,8 @@ class Zygote:
             except Exception:
                 pass
         json.loads(_json({"warm": [1, "x"]}))
+        if self.sandbox is not None:
+            self.sandbox.prepare_filter()
         gc.collect()
         gc.freeze()
         sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -947,11 +960,46 @@ class Zygote:
             signal.signal(sig, _exit_on_signal)
         self.sel.register(self.ctl_in, selectors.EVENT_READ, "ctl")
         self.sel.register(sig_r, selectors.EVENT_READ, "sig")
-        self.reply({"event": "ready", "pid": self.pid})
+        ready: dict[str, Any] = {"event": "ready", "pid": self.pid}
+        if self.sandbox is not None and (problem := self.probe_sandbox()):
+            ready["sandbox_error"] = problem
+        self.reply(ready)
         try:
             self.loop(sig_r)
         finally:
             self.shutdown()
+
+    def probe_sandbox(self) -> str | None:
+        """Build one sandbox and leave it at once: what stops containers from starting is
+        reported at start-up, in one line, instead of in every container's log."""
+        assert self.uids is not None and self.sandbox is not None
+        uid = self.uids.take()
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    null = os.open(os.devnull, os.O_RDWR)
+                    for fd in (0, 3, 4):
+                        os.dup2(null, fd)
+                    for fd in (1, 2):
+                        os.dup2(out_w, fd)
+                    self.sandbox.enter(self.sandbox_config, uid)
+                    os.write(1, b"ok")
+                except BaseException as e:
+                    os.write(2, _describe(e).encode())
+                finally:
+                    os._exit(0)
+            os.close(out_w)
+            out_w = -1
+            text = _read_all(out_r).decode(errors="replace").strip()
+            os.waitpid(pid, 0)
+        finally:
+            for fd in (out_r, out_w):
+                if fd >= 0:
+                    os.close(fd)
+            self.uids.give_back(uid)
+        return None if text == "ok" else (text or "the probe sandbox died")
 
     def loop(self, sig_r: int) -> None:
         while True:
@@ -1014,11 +1062,23 @@ class Zygote:
         self.seq += 1
         dirs = self.cgroups.make(f"{self.prefix}_spare_{self.run_tag}_{self.seq}")
         fds: list[int] = []
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        path: str | None = None
+        uid = self.uids.take() if self.uids is not None else None
+        if self.socket_dir:  # reachable by the invoker only (its directory is 0700)
+            path = os.path.join(self.socket_dir, f"{self.run_tag}_{self.seq}.sock")
+            lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        else:
+            lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            lsock.bind(("127.0.0.1", 0))
+            if path is not None:
+                if os.path.lexists(path):
+                    os.unlink(path)
+                lsock.bind(path)
+                port = 0
+            else:
+                lsock.bind(("127.0.0.1", 0))
+                port = lsock.getsockname()[1]
             lsock.listen(64)
-            port = lsock.getsockname()[1]
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             fds += (out_r, out_w)
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -1034,22 +1094,37 @@ class Zygote:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                self.spare_main((out_w, err_w, lsock.fileno(), assign_r), procs)
+                self.spare_main((out_w, err_w, lsock.fileno(), assign_r), procs, uid)
         except BaseException:
             for fd in fds:
                 os.close(fd)
             remove_dirs(dirs)
+            self._release(uid, path)
             raise
         finally:
             lsock.close()
         for fd in (out_w, err_w, assign_r, *procs):
             os.close(fd)
         spare = _Spare(pid, port, out_r, err_r, assign_w, dirs)
+        spare.socket, spare.uid = path, uid
+        self.owned[pid] = (uid, path)
         self.children.add(pid)
         self.spare_by_pid[pid] = spare
         return spare
 
-    def spare_main(self, keep: tuple[int, int, int, int], cgroup_procs: list[int]) -> None:
+    def _release(self, uid: int | None, path: str | None) -> None:
+        """A container's uid and socket, once every process of it is gone."""
+        if uid is not None and self.uids is not None:
+            self.uids.give_back(uid)
+        if path is not None:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def spare_main(
+        self, keep: tuple[int, int, int, int], cgroup_procs: list[int], uid: int | None
+    ) -> None:
         """The child side of a spare: never returns."""
         code = 1
         try:
@@ -1057,6 +1132,8 @@ class Zygote:
             for fd in cgroup_procs:
                 os.write(fd, me)
             enter_session(self.pid, keep, self.max_fd)
+            if self.sandbox is not None and uid is not None:
+                self.sandbox.enter(self.sandbox_config, uid)  # returns in the sandbox's init
             data = _read_all(4)
             os.close(4)
             if not data:
@@ -1119,7 +1196,10 @@ class Zygote:
         for fd, name in ((spare.out_r, "stdout"), (spare.err_r, "stderr")):
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ, _Pipe(spare.pid, LogStream(name), log))
-        return {"pid": spare.pid, "port": spare.port, "cgroup": self.cgroups.describe(dirs)}
+        reply: dict[str, Any] = {"pid": spare.pid, "port": spare.port}
+        if spare.socket is not None:
+            reply["socket"] = spare.socket
+        return {**reply, "cgroup": self.cgroups.describe(dirs)}
 
     def discard(self, spare: _Spare) -> None:
         for kill in (os.killpg, os.kill):
@@ -1157,6 +1237,7 @@ class Zygote:
             if pid not in self.children:
                 continue  # an orphan we adopted as subreaper
             self.children.discard(pid)
+            self._release(*self.owned.pop(pid, (None, None)))
             spare = self.spare_by_pid.pop(pid, None)
             if spare is not None:  # never assigned
                 if spare in self.spares:  # died idle: do not fork replacements in a tight loop
@@ -1207,6 +1288,17 @@ class Zygote:
             time.sleep(0.005)
 
 
+def _load_sandbox() -> Any:
+    """``sandbox.py`` beside this file (the zygote runs isolated, ``-I``: no script directory
+    on ``sys.path``); loaded before any fork, so no action can import it from disk."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
+    spec = importlib.util.spec_from_file_location("ow_sandbox", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _exit_on_signal(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
@@ -1228,6 +1320,7 @@ def main(argv: list[str]) -> int:
     z.add_argument("--cgroup-version", type=int, default=0)
     z.add_argument("--cgroup-memory", default=None, help="parent of container memory cgroups")
     z.add_argument("--cgroup-cpu", default=None, help="parent of container cpu cgroups (v1)")
+    z.add_argument("--sandbox", default=None, help="the sandbox's settings, JSON (sandbox.py)")
     s = sub.add_parser("serve", help="run one container's HTTP server in this interpreter")
     s.add_argument("--listen-fd", type=int, default=None)
     s.add_argument("--port", type=int, default=8080)
@@ -1237,8 +1330,15 @@ def main(argv: list[str]) -> int:
     if args.mode == "zygote":
         try:
             layout = CgroupLayout(args.cgroup_version, args.cgroup_memory, args.cgroup_cpu)
+            sandbox = json.loads(args.sandbox) if args.sandbox else None
             Zygote(
-                args.project_root, args.parent_pid, args.marker, args.spares, layout, args.run
+                args.project_root,
+                args.parent_pid,
+                args.marker,
+                args.spares,
+                layout,
+                args.run,
+                sandbox,
             ).run()
         except SystemExit as e:
             return e.code if isinstance(e.code, int) else 0

@@ -487,7 +487,17 @@ TMP_PROBE = py("""
     """)
 
 
-async def test_own_cwd_and_tmp_per_container(make: Maker, backend: ProcessBackend) -> None:
+async def test_own_cwd_and_tmp_per_container_unsandboxed(state_dir: Path) -> None:
+    """--sandbox none: each container's directories on the host (the sandbox's are tmpfs
+    mounts of its own: test_sandbox.py)."""
+    backend = await started(state_dir, sandbox=False)
+    try:
+        await _own_cwd_and_tmp(Maker(backend), backend)
+    finally:
+        await backend.close()
+
+
+async def _own_cwd_and_tmp(make: Maker, backend: ProcessBackend) -> None:
     a, b = await make(TMP_PROBE), await make(TMP_PROBE)
     ra, rb = result(await run(a, {"me": "a"})), result(await run(b, {"me": "b"}))
     assert ra["cwd"] == str(a.dir / "work") and rb["cwd"] == str(b.dir / "work")
@@ -509,8 +519,10 @@ ENV_PROBE = py("""
     def main(a):
         with open('/proc/self/environ', 'rb') as f:
             initial = f.read().decode(errors='replace')
-        with open('/proc/%d/environ' % os.getppid(), 'rb') as f:
-            parent = f.read().decode(errors='replace')
+        parent = ''
+        if os.getppid():  # 0 in a sandbox: its parent is outside its pid namespace
+            with open('/proc/%d/environ' % os.getppid(), 'rb') as f:
+                parent = f.read().decode(errors='replace')
         return {'env': dict(os.environ), 'initial': initial, 'parent': parent}
     """)
 
@@ -866,7 +878,7 @@ function main(a) {
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 @pytest.mark.parametrize("kind", ["python:3.11", pytest.param("nodejs:20", marks=needs_node)])
 async def test_actions_can_run_as_another_user(state_dir: Path, kind: str) -> None:
-    b = await started(state_dir, user="nobody")
+    b = await started(state_dir, user="nobody", sandbox=False)
     try:
         code = USER_PROBE_PY if kind.startswith("python") else USER_PROBE_JS
         c = await Maker(b)(code, kind=kind)
@@ -889,7 +901,7 @@ async def test_nodejs_runs_as_another_user_when_the_project_is_private(
     runtime.parent.mkdir(parents=True)
     shutil.copy(NODE_RUNTIME, runtime)
     monkeypatch.setattr(process_module, "NODE_RUNTIME", runtime)
-    b = await started(state_dir, user="nobody")
+    b = await started(state_dir, user="nobody", sandbox=False)
     assert f"cannot traverse {state_dir}:" in caplog.text  # said once, at start
     try:
         c = await Maker(b)(USER_PROBE_JS, kind="nodejs:20")

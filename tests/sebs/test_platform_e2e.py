@@ -27,6 +27,7 @@ async def test_deploy_and_verify_on_standalone(tmp_path: Path, services) -> None
         user_memory_mb=2048,
         state_dir=tmp_path / "platform",
         log=tmp_path / "p.log",
+        host_ports=services.host_ports(),
     )
     await platform.start(GUEST_AUTH)
     try:
