@@ -87,16 +87,21 @@ async def socket_in(fd: int) -> socket.socket:
     own = os.dup(fd)  # the thread's own: a close of ``fd`` meanwhile cannot retarget it
 
     def work() -> None:
+        sock: socket.socket | None = None
+        error: BaseException | None = None
         try:
             setns_net(own)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setblocking(False)
         except BaseException as e:  # handed to the caller
-            loop.call_soon_threadsafe(_settle, fut, None, e)
-        else:
-            loop.call_soon_threadsafe(_settle, fut, sock, None)
+            error = e
         finally:
             os.close(own)
+        try:
+            loop.call_soon_threadsafe(_settle, fut, sock, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            if sock is not None:
+                sock.close()
 
     threading.Thread(target=work, name="netns-socket", daemon=True).start()
     return await fut

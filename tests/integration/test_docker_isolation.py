@@ -1,12 +1,12 @@
 """A tenant's action in a Docker container attacks its neighbours and the host, and fails
 (issue 26, item 7; see docs/docker.md, "Isolation").
 
-On the project's dockerd (no default bridge, no iptables): containers with no network
-(``reach="netns"``, ``NetworkMode none``, the runtime reached from inside the container's own
-network namespace) and on a bridge network of their own (``reach="netns"`` for outbound
-traffic: the runtime still listens on the container's loopback only). The network attacks
-also run against ``reach="host"`` (the host's network, which the tests used before), where
-they must succeed: that shows the probes can tell.
+On both engines (the project's dockerd, without a default bridge or iptables, and Podman):
+containers with no network (``reach="netns"``, ``NetworkMode none``, the runtime reached from
+inside the container's own network namespace) and on a bridge network of their own (for
+outbound traffic: the runtime still listens on the container's loopback only). The network
+attacks also run against ``reach="host"`` (the host's network, which the dockerd tests used
+before), where they must succeed: that shows the probes can tell.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,8 +25,9 @@ import pytest
 from containers.backend import ContainerSpec
 from containers.docker import DockerBackend
 from containers.docker_engine import Engine
+from containers.docker_netns import NetnsDialer, NetnsError, open_netns
 from tests.integration import test_docker_backend as backend_tests
-from tests.integration.test_docker_backend import new_backend
+from tests.integration.test_docker_backend import ENGINES, new_backend
 from tests.integration.test_process_backend import ECHO_PY, init_body, py, result, run
 
 pytestmark = pytest.mark.services
@@ -38,9 +40,16 @@ bridge_network = backend_tests.bridge_network
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """On dockerd (the engine whose network the backend chooses here)."""
+    """On both engines, each container reached inside its own network namespace."""
     if "engine_host" in metafunc.fixturenames:
-        metafunc.parametrize("engine_host", ["docker"], indirect=True, scope="module")
+        metafunc.parametrize("engine_host", list(ENGINES), indirect=True, scope="module")
+
+
+def isolated(host: str, label: str, **kw: Any) -> DockerBackend:
+    """A backend as production runs it: ``reach="netns"``, no network unless given one."""
+    kw.setdefault("reach", "netns")
+    kw.setdefault("network", "none")
+    return new_backend(host, label, **kw)
 
 
 # An action that POSTs /run to each target and returns what came back (or why nothing did).
@@ -84,9 +93,9 @@ async def net_backend(
     """(a backend, whether its containers are *expected* to reach each other and the host's
     loopback): netns with no network, netns on a bridge network, and the host's network."""
     if request.param == "netns-none":
-        b = new_backend(engine_host, svc.container_label, reach="netns", network="none")
+        b = isolated(engine_host, svc.container_label)
     elif request.param == "netns-bridge":
-        b = new_backend(engine_host, svc.container_label, reach="netns", network=bridge_network)
+        b = isolated(engine_host, svc.container_label, network=bridge_network)
     else:
         b = new_backend(engine_host, svc.container_label, reach="host")
     await b.start()
@@ -149,7 +158,7 @@ async def test_a_bridge_that_lets_containers_reach_each_other_is_warned_about(
 ) -> None:
     """Inter-container traffic on (Docker's default for a bridge): the official images'
     runtimes listen on every interface there, so the operator is told once."""
-    b = new_backend(engine_host, svc.container_label, network=bridge_network)
+    b = isolated(engine_host, svc.container_label, network=bridge_network)
     with caplog.at_level(logging.WARNING, logger="containers.docker"):
         await b.start()
         await b.start()
@@ -182,7 +191,7 @@ FORK_BOMB = py("""
 async def test_forks_past_the_pids_limit_are_refused(engine_host: str, svc: Any) -> None:
     """The pids limit is configurable (stock 1024, seen in test_docker_backend); at 64, a
     fork bomb of 200 is stopped below 64 processes with EAGAIN."""
-    b = new_backend(engine_host, svc.container_label, pids_limit=64)
+    b = isolated(engine_host, svc.container_label, pids_limit=64)
     await b.start()
     try:
         c = await container(b, FORK_BOMB)
@@ -220,7 +229,7 @@ async def test_dev_shm_is_private_and_size_limited(
     size: writing more fails with ENOSPC, and another container never sees the file."""
     kw: dict[str, Any] = {} if shm_mb is None else {"shm_size_mb": shm_mb}
     size = shm_mb or 64
-    b = new_backend(engine_host, svc.container_label, **kw)
+    b = isolated(engine_host, svc.container_label, **kw)
     await b.start()
     try:
         c = await container(b, SHM_FILL, memory_mb=256)
@@ -258,7 +267,7 @@ def host_pids_with(marker: str) -> list[int]:
 
 async def test_removing_a_container_ends_what_it_setsid_ed(engine_host: str, svc: Any) -> None:
     """A process the action started in a session of its own is gone once the container is."""
-    b = new_backend(engine_host, svc.container_label)
+    b = isolated(engine_host, svc.container_label)
     await b.start()
     try:
         c = await container(b, LINGER)
@@ -282,15 +291,19 @@ async def test_removing_a_container_ends_what_it_setsid_ed(engine_host: str, svc
 PRIVILEGES = py("""
     import ctypes, os
     CLONE_NEWUSER = 0x10000000
+    KEYCTL, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING = 250, 0, -3  # x86_64
+    libc = ctypes.CDLL(None, use_errno=True)
     def main(a):
         status = dict(line.split(':', 1) for line in open('/proc/self/status') if ':' in line)
+        keyctl = libc.syscall(KEYCTL, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0)
+        keyctl_errno = ctypes.get_errno() if keyctl < 0 else 0
         pid = os.fork()
         if pid == 0:  # single-threaded, as unshare(CLONE_NEWUSER) wants
-            libc = ctypes.CDLL(None, use_errno=True)
             os._exit(0 if libc.unshare(CLONE_NEWUSER) == 0 else ctypes.get_errno())
         _, code = os.waitpid(pid, 0)
         return {'no_new_privs': status['NoNewPrivs'].strip(),
                 'seccomp': status['Seccomp'].strip(),
+                'keyctl_errno': keyctl_errno,
                 'unshare_user_errno': os.WEXITSTATUS(code)}
     """)
 
@@ -298,15 +311,76 @@ PRIVILEGES = py("""
 async def test_no_new_privileges_and_the_default_seccomp_profile(
     engine_host: str, svc: Any
 ) -> None:
-    """no_new_privs is set and Docker's default seccomp filter is in force: it refuses a new
-    user namespace (a root process without CAP_SYS_ADMIN could make one otherwise)."""
-    b = new_backend(engine_host, svc.container_label)
+    """no_new_privs is set and the engine's default seccomp filter is in force; Docker's
+    refuses keyctl (which works without a filter: checked with ``seccomp=unconfined``) and a
+    new user namespace. Podman's default profile allows both: there, only the mode shows."""
+    b = isolated(engine_host, svc.container_label)
     await b.start()
     try:
         c = await container(b, PRIVILEGES)
         got = result(await run(c))
-        assert got == {"no_new_privs": "1", "seccomp": "2", "unshare_user_errno": errno.EPERM}
+        assert (got["no_new_privs"], got["seccomp"]) == ("1", "2"), got
+        if svc.engine == "docker":
+            assert got["keyctl_errno"] == got["unshare_user_errno"] == errno.EPERM, got
         echo = await container(b, ECHO_PY)  # and the runtime still works as usual
         assert result(await run(echo, {"name": "x"})) == {"greeting": "Hello x"}
     finally:
         await b.close()
+
+
+# -- the namespace dialer itself (no engine) ----------------------------------------------------
+
+
+async def test_a_socket_made_in_another_network_namespace_stays_there() -> None:
+    """A socket from the dialer of this process's namespace reaches a server on 127.0.0.1;
+    one made in a fresh namespace (``unshare -n``) cannot, though it connects from the same
+    event loop: the socket belongs to where it was made."""
+    served: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(await reader.read(10))
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    home = NetnsDialer(os.open("/proc/self/ns/net", os.O_RDONLY))
+    other = await asyncio.create_subprocess_exec("unshare", "-n", "sleep", "60")
+    try:
+        sock = await home()
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        await loop.sock_sendall(sock, b"hello")
+        sock.close()
+        for _ in range(50):
+            if served:
+                break
+            await asyncio.sleep(0.02)
+        assert served == [b"hello"]
+        for _ in range(50):  # until unshare has exec'd sleep in its new namespace
+            if os.readlink(f"/proc/{other.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                break
+            await asyncio.sleep(0.02)
+        away = NetnsDialer(os.open(f"/proc/{other.pid}/ns/net", os.O_RDONLY))
+        sock = await away()
+        with pytest.raises(OSError):  # no 127.0.0.1 there (its lo is down), no server either
+            await asyncio.wait_for(loop.sock_connect(sock, ("127.0.0.1", port)), 2)
+        sock.close()
+        away.close()
+        with pytest.raises(NetnsError):
+            await away()
+    finally:
+        home.close()
+        other.kill()
+        await other.wait()
+        server.close()
+
+
+def test_a_pid_outside_the_container_is_refused() -> None:
+    """The namespace of a pid whose cgroup does not name the container is not taken (a
+    container's init that died and whose pid went to another process)."""
+    info = {"State": {"Running": True, "Pid": os.getpid()}}
+    with pytest.raises(NetnsError) as err:
+        open_netns("0" * 64, info)
+    assert err.value.errno == errno.ESRCH
+    with pytest.raises(NetnsError):
+        open_netns("0" * 64, {"State": {"Running": False, "Pid": 0}})
