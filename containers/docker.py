@@ -74,7 +74,13 @@ from containers.backend import (
 from containers.cpu import CpuTimes, cgroup_cpu_file, read_cgroup_cpu, read_cgroup_pressure
 from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
-from containers.docker_netns import NetnsDialer, NetnsError, open_netns
+from containers.docker_netns import (
+    NetnsDialer,
+    NetnsError,
+    can_enter_namespaces,
+    is_local_engine,
+    open_netns,
+)
 from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from whisk.manifest import BLACKBOX, Manifest
@@ -439,10 +445,25 @@ class DockerBackend:
     async def start(self) -> None:
         if self._closed:
             raise ContainerError("the docker backend is closed")
+        if self.reach == "netns":
+            self._check_netns_possible()
         await self._connect()
         if not self._network_checked:
             self._network_checked = True
             await self._warn_if_shared_network()
+
+    def _check_netns_possible(self) -> None:
+        """Fail at start, not at every create, where ``reach="netns"`` cannot work."""
+        if not is_local_engine(self.docker_host):
+            raise ContainerError(
+                f'reach="netns" needs an engine on this host, not {self.docker_host!r}: '
+                'use reach="address"'
+            )
+        if not can_enter_namespaces():
+            raise ContainerError(
+                'reach="netns" needs CAP_SYS_ADMIN (an invoker running as root): '
+                'run as root, or use reach="publish" or "address"'
+            )
 
     async def _warn_if_shared_network(self) -> None:
         """Warn once when containers share a bridge that lets them open each other's ports

@@ -44,6 +44,30 @@ def setns_net(fd: int) -> None:
         raise NetnsError(err, f"setns into a network namespace: {os.strerror(err)}")
 
 
+CAP_SYS_ADMIN = 21
+
+
+def can_enter_namespaces(status: str | None = None) -> bool:
+    """Whether this process holds CAP_SYS_ADMIN (``setns`` needs it), from the effective
+    set in ``/proc/self/status`` (or the ``status`` text given)."""
+    if status is None:
+        try:
+            status = Path("/proc/self/status").read_text()
+        except OSError:
+            return False
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
+
+
+def is_local_engine(url: str | None) -> bool:
+    """Whether an engine address is on this host (a unix socket, or unset: the default
+    socket), so that its containers' pids are ours to open."""
+    address = url if url is not None else os.environ.get("DOCKER_HOST", "")
+    return not address or address.startswith(("unix://", "/"))
+
+
 def open_netns(cid: str, info: Mapping[str, Any]) -> int:
     """An fd on the network namespace of the running container ``cid`` whose inspect is
     ``info``: its init's ``/proc/<pid>/ns/net``, checked after the open to be in the

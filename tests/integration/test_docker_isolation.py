@@ -22,10 +22,16 @@ from typing import Any
 
 import pytest
 
-from containers.backend import ContainerSpec
+from containers.backend import ContainerError, ContainerSpec
 from containers.docker import DockerBackend
 from containers.docker_engine import Engine
-from containers.docker_netns import NetnsDialer, NetnsError, open_netns
+from containers.docker_netns import (
+    NetnsDialer,
+    NetnsError,
+    can_enter_namespaces,
+    is_local_engine,
+    open_netns,
+)
 from tests.integration import test_docker_backend as backend_tests
 from tests.integration.test_docker_backend import ENGINES, new_backend
 from tests.integration.test_process_backend import ECHO_PY, init_body, py, result, run
@@ -384,3 +390,13 @@ def test_a_pid_outside_the_container_is_refused() -> None:
     assert err.value.errno == errno.ESRCH
     with pytest.raises(NetnsError):
         open_netns("0" * 64, {"State": {"Running": False, "Pid": 0}})
+
+
+def test_netns_needs_a_local_engine_and_cap_sys_admin() -> None:
+    """Where ``reach="netns"`` cannot work, start() says so before any container exists."""
+    assert is_local_engine("unix:///run/docker.sock") and not is_local_engine("tcp://h:2376")
+    assert can_enter_namespaces("CapEff:\t000001ffffffffff\n")
+    assert not can_enter_namespaces("CapEff:\t00000000a80425fb\n")  # Docker's default set
+    remote = DockerBackend("tcp://192.0.2.1:2376", "wsk0")
+    with pytest.raises(ContainerError, match='use reach="address"'):
+        asyncio.run(remote.start())
