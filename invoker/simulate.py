@@ -13,12 +13,14 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
+from invoker.azure import SliceSpec, draw_slice, offered_load, read_azure2019, read_azure2021
 from invoker.config import InvokerConfig
 from invoker.service import Invoker
 from invoker.workloads import (
@@ -27,11 +29,12 @@ from invoker.workloads import (
     io_cpu_workload,
     read_trace,
     uniform_workload,
+    write_trace,
 )
 from policies import POLICY_NAMES
 from whisk.argtypes import nonnegative_float, positive_float, positive_int
 from whisk.bus.memory import MemoryBus
-from whisk.clock import LoopClock, VirtualTimeLoop
+from whisk.clock import LoopClock, SystemClock, VirtualTimeLoop
 from whisk.protocol import QualifiedName, dumps, loads
 from whisk.protocol.controller import action_document, activation_message
 from whisk.store.embedded import EmbeddedStore
@@ -74,14 +77,15 @@ async def _simulate(
         )
         invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=clock)
         revisions = {}
-        for fn in sorted({c.function for c in trace}):
+        memory = {c.function: c.memory_mb for c in trace}
+        for fn in sorted(memory):
             doc = action_document(
                 NAMESPACE,
                 fn,
                 kind="python:3.11",
                 code=b"simulated",
                 timeout_ms=24 * 3600 * 1000,
-                memory_mb=settings.action_memory_mb,
+                memory_mb=memory[fn] or settings.action_memory_mb,
                 logs_mb=0,
             )
             await store.ensure_db(config.whisks_db)
@@ -126,14 +130,29 @@ async def _simulate(
             last = {c.function: c for c in trace}
             await asyncio.gather(
                 *(
-                    call(TraceCall(0.0, fn, c.duration_s, c.cpu_s), loop.time())
+                    call(TraceCall(0.0, fn, c.duration_s, c.cpu_s, c.memory_mb), loop.time())
                     for fn, c in last.items()
                     for _ in range(settings.cores)
                 )
             )
         cold_before = invoker.pool.cold_starts
         t0 = loop.time()
-        responses = await asyncio.gather(*(call(c, t0 + c.arrival_s) for c in trace))
+        responses = [0.0] * len(trace)
+
+        async def answer(i: int, c: TraceCall) -> None:
+            responses[i] = await call(c, loop.time())
+
+        # One task per call in flight, started at its arrival: memory follows the calls
+        # in the node, not the length of the trace.
+        in_flight: set[asyncio.Task[None]] = set()
+        for i, c in enumerate(trace):
+            delay = t0 + c.arrival_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = child(answer(i, c), name="sim-call")
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        await asyncio.gather(*in_flight)
         makespan = loop.time() - t0
         collector.cancel()
         await asyncio.gather(collector, return_exceptions=True)
@@ -158,17 +177,38 @@ async def _simulate(
 def simulate(
     trace: list[TraceCall], policy: str, settings: SimulationSettings | None = None
 ) -> dict[str, Any]:
-    """Run one policy over a trace on a fresh virtual-time loop; returns the summary."""
+    """Run one policy over a trace on a fresh virtual-time loop; returns the summary, with
+    the real seconds it took (``wall_s``) and the trace's calls per real second."""
     loop = VirtualTimeLoop()
+    wall = SystemClock()
+    started = wall.now()
     try:
-        return loop.run(_simulate(trace, policy, settings or SimulationSettings()))
+        result = loop.run(_simulate(trace, policy, settings or SimulationSettings()))
     finally:
         loop.close()
+    result["wall_s"] = elapsed = wall.now() - started
+    result["calls_per_s"] = len(trace) / elapsed if elapsed > 0 else math.inf
+    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", help="CSV with header arrival_s,function,duration_s[,cpu_s]")
+    src.add_argument(
+        "--trace", help="CSV with header arrival_s,function,duration_s[,cpu_s][,memory_mb]"
+    )
+    src.add_argument(
+        "--azure",
+        metavar="DIR",
+        help="a slice of the Azure Functions 2019 dataset in DIR (its three CSV files of "
+        "--day), drawn as --functions/--start-minute/--minutes/--max-duration/--spread/--seed "
+        "say (docs/policies.md)",
+    )
+    src.add_argument(
+        "--azure2021",
+        metavar="FILE",
+        help="the Azure Functions 2021 per-invocation trace (app,func,end_timestamp,"
+        "duration), the window --start-minute/--minutes",
+    )
     src.add_argument(
         "--workload",
         choices=["sebs", "sebs-cpu", "io-cpu"],
@@ -188,7 +228,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="window in seconds (generator; default 60)",
     )
-    parser.add_argument("--seed", type=int, default=1, help="generator seed")
+    parser.add_argument("--seed", type=int, default=1, help="generator or slice seed")
+    azure = parser.add_argument_group("Azure slices (--azure, --azure2021)")
+    azure.add_argument("--day", type=int, default=1, help="day of the 2019 dataset (1-14)")
+    azure.add_argument("--functions", type=positive_int, default=66, help="functions drawn")
+    azure.add_argument("--start-minute", type=int, default=0, help="first minute of the window")
+    azure.add_argument("--minutes", type=positive_int, default=10, help="minutes in the window")
+    azure.add_argument(
+        "--max-duration",
+        type=positive_float,
+        default=600.0,
+        help="seconds: longer durations are cut (and, 2019, no function with a longer median)",
+    )
+    azure.add_argument(
+        "--spread",
+        choices=["uniform", "even"],
+        default="uniform",
+        help="where a minute's calls fall in it (2019)",
+    )
+    azure.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=1.0,
+        help="arrivals multiplied by it (0.5: twice as fast)",
+    )
+    parser.add_argument(
+        "--write-trace", metavar="CSV", help="also write the calls simulated as a trace CSV"
+    )
     parser.add_argument(
         "--policy",
         action="append",
@@ -218,19 +284,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per policy")
 
 
+def load_trace(args: argparse.Namespace) -> list[TraceCall]:
+    """The calls that the command line names."""
+    if args.trace:
+        return read_trace(args.trace)
+    if args.azure:
+        spec = SliceSpec(
+            functions=args.functions,
+            start_minute=args.start_minute,
+            minutes=args.minutes,
+            max_duration_s=args.max_duration,
+            spread=args.spread,
+            seed=args.seed,
+            time_scale=args.time_scale,
+        )
+        return draw_slice(read_azure2019(args.azure, args.day), spec)
+    if args.azure2021:
+        return read_azure2021(
+            args.azure2021,
+            start_s=args.start_minute * 60.0,
+            window_s=args.minutes * 60.0,
+            max_duration_s=args.max_duration,
+            time_scale=args.time_scale,
+        )
+    if args.workload == "io-cpu":
+        return io_cpu_workload(2.0, args.window or 40.0, args.seed)
+    shares = SEBS_CPU_SHARE if args.workload == "sebs" else None
+    return uniform_workload(
+        args.intensity, args.cores, args.seed, args.window or 60.0, cpu_share=shares
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.ERROR)
-    if args.trace:
-        trace = read_trace(args.trace)
-    elif args.workload == "io-cpu":
-        trace = io_cpu_workload(2.0, args.window or 40.0, args.seed)
-    else:
-        shares = SEBS_CPU_SHARE if args.workload == "sebs" else None
-        trace = uniform_workload(
-            args.intensity, args.cores, args.seed, args.window or 60.0, cpu_share=shares
-        )
+    trace = load_trace(args)
     if not trace:
-        raise ValueError("no calls to simulate: raise --intensity or --window")
+        raise ValueError("no calls to simulate: raise --intensity, --window or --minutes")
+    if args.write_trace:
+        write_trace(trace, args.write_trace)
     settings = SimulationSettings(
         cores=args.cores,
         cold_start_s=args.cold_start,
@@ -247,10 +338,14 @@ def main(args: argparse.Namespace) -> int:
     by_policy = {r["policy"]: r for r in results}
     base, stock = by_policy.get("fifo"), by_policy.get("openwhisk")
     mode = f", preemption (pause {args.pause_cost:g} s)" if args.preempt else ""
-    print(f"{len(trace)} calls, {args.cores} cores{mode}")
+    span = max(c.arrival_s for c in trace) or 1.0
+    load = offered_load(trace, args.cores, span)
+    print(
+        f"{len(trace)} calls, {args.cores} cores{mode}, offered load {load:.2f} over {span:.0f} s"
+    )
     print(
         f"{'policy':<10} {'mean R':>9} {'p50 R':>8} {'p95 R':>8} {'p99 R':>8} "
-        f"{'mean S':>9} {'cold':>5} {'R/FIFO':>7} {'R/ow':>6} {'S/ow':>6}"
+        f"{'mean S':>9} {'cold':>5} {'R/FIFO':>7} {'R/ow':>6} {'S/ow':>6} {'calls/s':>8}"
     )
     nan = float("nan")
     for r in results:
@@ -260,7 +355,7 @@ def main(args: argparse.Namespace) -> int:
         print(
             f"{r['policy']:<10} {r['mean_response_s']:9.2f} {r['p50_response_s']:8.2f} "
             f"{r['p95_response_s']:8.2f} {r['p99_response_s']:8.2f} {r['mean_stretch']:9.1f} "
-            f"{r['cold_starts']:5d} {ratio:7.2f} {r_ow:6.2f} {s_ow:6.2f}"
+            f"{r['cold_starts']:5d} {ratio:7.2f} {r_ow:6.2f} {s_ow:6.2f} {r['calls_per_s']:8.0f}"
         )
     functions = sorted({c.function for c in trace})
     if len(functions) <= 12:

@@ -54,12 +54,14 @@ class TraceCall:
     function: str
     duration_s: float  # one-core service time
     cpu_s: float | None = None  # CPU time within it (None: all of it, a CPU-bound call)
+    memory_mb: int | None = None  # its action's memory limit (None: the simulator's default)
 
 
 def read_trace(path: str | Path) -> list[TraceCall]:
     """Read a CSV with header ``arrival_s,function,duration_s`` and optionally ``cpu_s``
-    (a call's CPU time beside its duration; empty or absent: CPU-bound). Anything wrong
-    with it is a ``ValueError`` naming the file and line."""
+    (a call's CPU time beside its duration; empty or absent: CPU-bound) and ``memory_mb``
+    (its action's memory limit). Anything wrong with it is a ``ValueError`` naming the
+    file and line."""
     calls = []
     try:
         with open(path, newline="") as f:
@@ -86,12 +88,15 @@ def _trace_call(row: dict[str, str | None]) -> TraceCall:
     if None in values:
         raise ValueError("fewer values than columns")
     arrival, function, duration = (str(v) for v in values)
-    cpu = row.get("cpu_s")
+    cpu, memory = row.get("cpu_s"), row.get("memory_mb")
     try:
         times = (float(arrival), float(duration), float(cpu) if cpu else None)
+        memory_mb = int(memory) if memory else None
     except ValueError as e:
         raise ValueError(str(e)) from None
-    call = TraceCall(times[0], function, times[1], times[2])
+    if memory_mb is not None and memory_mb < 1:
+        raise ValueError("memory_mb must be positive")
+    call = TraceCall(times[0], function, times[1], times[2], memory_mb)
     if not all(math.isfinite(t) for t in times if t is not None):
         raise ValueError("times must be finite numbers (not inf or nan)")
     if call.arrival_s < 0 or call.duration_s < 0:
@@ -106,10 +111,11 @@ def _trace_call(row: dict[str, str | None]) -> TraceCall:
 def write_trace(calls: list[TraceCall], path: str | Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["arrival_s", "function", "duration_s", "cpu_s"])
+        w.writerow(["arrival_s", "function", "duration_s", "cpu_s", "memory_mb"])
         for c in calls:
             cpu = "" if c.cpu_s is None else f"{c.cpu_s:.6f}"
-            w.writerow([f"{c.arrival_s:.6f}", c.function, f"{c.duration_s:.6f}", cpu])
+            memory = "" if c.memory_mb is None else str(c.memory_mb)
+            w.writerow([f"{c.arrival_s:.6f}", c.function, f"{c.duration_s:.6f}", cpu, memory])
 
 
 def uniform_workload(
