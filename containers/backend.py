@@ -142,6 +142,11 @@ class ContainerBackend(Protocol):
         """Remove every container carrying this invoker's prefix; returns how many."""
         ...
 
+    def share_socket(self, path: str) -> None:
+        """Make a host Unix socket (the GPU pool's) reachable at the same path inside the
+        containers created after :meth:`start`; called before it."""
+        ...
+
     async def close(self) -> None:
         """Destroy what is left and release the backend; idempotent."""
         ...

@@ -55,14 +55,26 @@ UID_BLOCKS = 1024
 
 
 class UidBlockClaim:
-    """A block of host uids for one backend's containers, held like a prefix: two
-    invokers on one host never hand out the same uid, so no two tenants share one."""
+    """A block of host uids (and gids) for one backend's containers, held like a prefix: two
+    invokers on one host never hand out the same uid, so no two tenants share one.
 
-    def __init__(self, directory: Path | None = None) -> None:
+    As root, blocks of ``UID_BLOCK`` from ``UID_BASE``; a non-root invoker passes its
+    subordinate ranges (first, count) from /etc/subuid and /etc/subgid."""
+
+    def __init__(
+        self,
+        subuid: tuple[int, int] | None = None,
+        subgid: tuple[int, int] | None = None,
+        directory: Path | None = None,
+    ) -> None:
         directory = directory or lock_dir()
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        uid0, gid0 = (subuid or (UID_BASE, 0))[0], (subgid or subuid or (UID_BASE, 0))[0]
+        blocks = UID_BLOCKS
+        if subuid is not None and subgid is not None:
+            blocks = min(subuid[1], subgid[1]) // UID_BLOCK
         self._fd: int | None = None
-        for block in range(UID_BLOCKS):
+        for block in range(blocks):
             fd = os.open(directory / f"uids.{block}.lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -70,11 +82,15 @@ class UidBlockClaim:
                 os.close(fd)
                 continue
             self._fd = fd
-            self.base, self.count = UID_BASE + block * UID_BLOCK, UID_BLOCK
+            self.base, self.count = uid0 + block * UID_BLOCK, UID_BLOCK
+            self.gid_base = gid0 + block * UID_BLOCK
             return
-        raise PrefixInUse(f"all {UID_BLOCKS} container uid blocks are held by live invokers")
+        raise PrefixInUse(
+            f"no free block of {UID_BLOCK} container uids ({blocks} blocks, all held by live "
+            "invokers or too few subordinate ids)"
+        )
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            os.close(self._fd)  # closing drops the lock
             self._fd = None

@@ -524,6 +524,9 @@ class DockerBackend:
         self._containers[cid] = container
         return container
 
+    def share_socket(self, path: str) -> None:
+        self.binds = (*self.binds, f"{path}:{path}")
+
     async def remove_leftovers(self) -> int:
         """Remove this backend's containers and every container labelled with this prefix
         whose name starts with it (a previous run's); returns how many."""

@@ -16,7 +16,6 @@ def make_backend(
     docker_binds: tuple[str, ...] = (),
     docker_reach: str = "netns",
     docker_network: str = "bridge",
-    docker_pids_limit: int = 1024,
     docker_shm_size_mb: int = 64,
     action_user: str | None = None,
     sandbox: str = "namespaces",
@@ -46,7 +45,7 @@ def make_backend(
             binds=docker_binds,
             reach=docker_reach,
             network=docker_network,
-            pids_limit=docker_pids_limit,
+            pids_limit=pids_limit,
             shm_size_mb=docker_shm_size_mb,
         )
     raise ValueError(f"unknown container backend {kind!r}: choose process or docker")

@@ -4,13 +4,24 @@ One *zygote* (``runtimes/python_runtime.py zygote``) per backend forks every con
 ``python:*`` containers are forks of the pre-warmed interpreter (cold start of a few ms),
 ``nodejs:*`` containers are the same prepared child exec'ing ``node -`` with
 ``node_runtime.js`` on its stdin.
+
+**Sandboxed** (the default, ``sandbox=True``; needs root): each container enters, before any
+action code runs, a pid, mount, network, IPC, UTS and cgroup namespace of its own on a
+read-only tmpfs root, as a host uid of its own, without capabilities, with ``no_new_privs``
+and a seccomp filter; its runtime listens on a Unix socket in the invoker's private
+directory; outbound connections go through slirp4netns (``network="outbound"``) with the
+host's loopback out of reach, or nowhere (``"none"``). See :mod:`containers.runtimes.sandbox`
+and docs/security.md.
+
 Each container has
 
-- a directory ``<state_dir>/<name>/`` holding ``work/`` (cwd and HOME), ``tmp/`` (TMPDIR, and
-  bind-mounted on ``/tmp`` in a private mount namespace when running as root),
-  ``log.json`` (Docker json-file lines, written by the zygote from the child's fd 1/2) and
+- a directory ``<state_dir>/<name>/`` (0700, in a 0700 state dir) holding ``log.json``
+  (Docker json-file lines, written by the zygote from the child's fd 1/2) and
   ``container.json`` (pid, start time, cgroup: what :meth:`remove_leftovers` needs);
-- its own session/process group (pause = SIGSTOP, destroy = SIGKILL of the group);
+  unsandboxed, also ``work/`` (cwd and HOME) and ``tmp/`` (TMPDIR, bind-mounted on ``/tmp``
+  in a private mount namespace when running as root);
+- its own session/process group (pause = SIGSTOP of the group and of its cgroup's
+  processes, destroy = SIGKILL);
 - a memory cgroup named after it (see :mod:`containers.cgroups`), or ``RLIMIT_AS`` /
   ``--max-old-space-size`` when cgroups are not usable;
 - an environment of only PATH, HOME, LANG, TMPDIR/TEMP/TMP and the spec's ``env``; the zygote
@@ -20,14 +31,12 @@ Each container has
 When the invoker dies, the zygote gets EOF/SIGTERM (PR_SET_PDEATHSIG) and kills every
 container; containers get SIGKILL if the zygote dies.
 
-Caveat: by default actions run as the invoker's user; as root they could still signal the
-invoker or read its ``/proc/<pid>/environ``. ``user=`` runs them as another user (e.g.
-``nobody``), which closes that, provided the interpreters and their libraries are readable by it.
-The project's own files need not be: the python runtime is already loaded in the zygote, the
-node runtime comes on stdin (opened before the switch of user), the log and the listening socket
-are file descriptors, and the working directory is entered before the switch. Only absolute
-paths into the state dir (``HOME``, ``TMPDIR``, an unpacked zip action's modules) need the state
-dir to be traversable by that user: :meth:`ProcessBackend.start` warns when it is not.
+Unsandboxed (``sandbox=False``, ``--sandbox none``): actions run as the invoker's user and can
+see the host. ``user=`` runs them as another user (e.g. ``nobody``), which keeps them from
+signalling the invoker or reading its ``/proc/<pid>/environ``, provided the interpreters and
+their libraries are readable by it (the python runtime is already loaded in the zygote, the
+node runtime comes on stdin, the log and the listening socket are file descriptors, and the
+working directory is entered before the switch).
 
 Restarts: container names carry the pool's per-run generation and spare cgroups the zygote's
 run tag, so a new run never needs a name a killed run still holds; :meth:`remove_leftovers`
@@ -76,6 +85,7 @@ LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes
 BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
 NETWORKS = ("outbound", "none")  # sandboxed actions: NAT'ed outbound connections, or none
 SLIRP_DNS = "10.0.2.3"
+GPU_CLIENT = ("__init__.py", "client.py", "protocol.py")  # what a GPU action imports
 
 
 def _safe_name(name: str) -> str:
@@ -130,6 +140,22 @@ def _unreachable(directory: Path, uid: int, gid: int) -> Path | None:
         if uid != 0 and not st.st_mode & bit:
             return d
     return None
+
+
+def _subordinate(path: str, user: str, uid: int) -> tuple[int, int] | None:
+    """(first, count) of the user's largest range in /etc/subuid or /etc/subgid."""
+    best: tuple[int, int] | None = None
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, rest = line.strip().partition(":")
+                first, _, count = rest.partition(":")
+                ours = name in (user, str(uid)) and first.isdigit() and count.isdigit()
+                if ours and (best is None or int(count) > best[1]):
+                    best = int(first), int(count)
+    except OSError:
+        return None
+    return best
 
 
 def _kill_group(pid: int) -> None:
@@ -347,12 +373,19 @@ class ProcessContainer:
         self._paused = False
 
     def _signal_group(self, sig: int) -> None:
+        """The process group, and every process of the cgroup: one the action moved to a
+        session of its own is paused (and resumed) too. Two passes for a fork in between."""
         if self.exit_status is not None:
             raise ContainerGone(f"container {self.name} exited ({self.exit_status})")
         try:
             os.killpg(self.pid, sig)
         except ProcessLookupError as e:
             raise ContainerGone(f"container {self.name} is gone") from e
+        if self.cgroup is not None:
+            for _ in range(2):
+                for pid in self.cgroup.pids():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
 
     async def was_oom_killed(self) -> bool:
         if self._oom is not None:
@@ -454,7 +487,10 @@ class ProcessBackend:
         self.network = network
         self.pids_limit = pids_limit
         self.host_ports = host_ports
+        self._shared: dict[str, str] = {}  # inside path -> host path, e.g. the GPU pool
         self._uids: UidBlockClaim | None = None
+        self._rootless: tuple[tuple[int, int], tuple[int, int]] | None = None
+        self._tools: tuple[str, str] = ("newuidmap", "newgidmap")
         self.cgroup_support = cgroups.CgroupSupport(0, reason="not probed yet")
         self._probed = False
         self.log_watcher = LogWatcher()
@@ -565,6 +601,13 @@ class ProcessBackend:
             self._by_pid[pid] = container
         return container
 
+    def share_socket(self, path: str) -> None:
+        if self.sandbox:
+            # Sandboxes run as uids of their own: the socket must let them connect (its
+            # directory, 0700, still keeps it from everyone outside a container).
+            os.chmod(path, 0o666)
+            self._shared[path] = path
+
     async def remove_leftovers(self) -> int:
         """Destroy this backend's containers, then whatever a previous run left behind:
         processes (verified by start time and command-line marker), directories, cgroups.
@@ -659,7 +702,8 @@ class ProcessBackend:
             )
         self.log_watcher.close()
         if self.sandbox:
-            shutil.rmtree(self._socket_dir(), ignore_errors=True)
+            for d in (self._socket_dir(), self._sandbox_dir()):
+                shutil.rmtree(d, ignore_errors=True)
         if self._claim is not None:
             self._claim.release()
             self._claim = None
@@ -672,11 +716,7 @@ class ProcessBackend:
     def _check_sandbox(self) -> None:
         """What the sandbox needs, refused with one clear line each."""
         if os.geteuid() != 0:
-            raise ContainerError(
-                "the process backend's sandbox needs the invoker to run as root (namespaces "
-                "and a uid per container); run it as root, or use --backend docker, or "
-                "--sandbox none (unsafe: actions are not isolated)"
-            )
+            self._check_rootless()
         if self.user is not None:
             raise ValueError("--action-user is for --sandbox none: sandboxed containers "
                              "each run as a uid of their own")  # fmt: skip
@@ -686,27 +726,54 @@ class ProcessBackend:
                 "install slirp4netns), or --action-network none"
             )
         if self._uids is None:
-            self._uids = UidBlockClaim()
+            self._uids = UidBlockClaim(*self._rootless) if self._rootless else UidBlockClaim()
+
+    def _check_rootless(self) -> None:
+        """A non-root invoker: user namespaces, uids from its subordinate ranges."""
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        tools = [shutil.which(t) for t in ("newuidmap", "newgidmap")]
+        subuid, subgid = (_subordinate(f"/etc/sub{k}", user, os.geteuid()) for k in ("uid", "gid"))
+        if None in tools or subuid is None or subgid is None:
+            raise ContainerError(
+                f"the process backend's sandbox, as a non-root invoker ({user}), needs user "
+                "namespaces with subordinate ids: apt-get install uidmap, then give the user "
+                f"a range (usermod --add-subuids 2000000-2065535 --add-subgids "
+                f"2000000-2065535 {user}); or run it as root, or use --backend docker, or "
+                "--sandbox none (unsafe: actions are not isolated)"
+            )
+        self._rootless = (subuid, subgid)
+        self._tools = (str(tools[0]), str(tools[1]))
 
     def _sandbox_settings(self) -> dict[str, Any]:
         """The zygote's sandbox settings: what is bind-mounted read-only into every
         container (system directories, the interpreters; never the project, the state
         directory or the store), the network, the limits and this backend's uids."""
-        base = self.state_dir / ".sandbox"
-        root, sockets = base / "root", self._socket_dir()
-        for d in (base, root):
-            d.mkdir(mode=0o700, exist_ok=True)
-        shutil.rmtree(sockets, ignore_errors=True)  # a previous run's: the prefix is ours
-        sockets.mkdir(mode=0o700, parents=True)
+        base, sockets = self._sandbox_dir(), self._socket_dir()
+        for d in (base, sockets):  # a previous run's: the prefix is ours
+            shutil.rmtree(d, ignore_errors=True)
+        lock_dir().chmod(0o711)  # traversable, not listable: the sandbox dir lies in it
+        base.mkdir(mode=0o711)
+        sockets.mkdir(mode=0o700)
+        root, opt = base / "root", base / "opt"
+        root.mkdir(mode=0o755)
+        # What a sandbox sees of the project, copied where a container's uid can reach it
+        # (a non-root invoker's checkout may be private): the runtimes and the GPU client.
+        (opt / "gpu").mkdir(mode=0o755, parents=True)
+        opt.chmod(0o755)
+        for src, dst in (
+            (NODE_RUNTIME, opt / NODE_RUNTIME.name),
+            (PYTHON_RUNTIME, opt / PYTHON_RUNTIME.name),
+            *((PROJECT_ROOT / "gpu" / f, opt / "gpu" / f) for f in GPU_CLIENT),
+        ):
+            shutil.copyfile(src, dst)
+            dst.chmod(0o644)
         python = Path(self.python).resolve()
         binds = {"/usr", "/etc", sys.base_prefix, sys.prefix, str(python.parent.parent)}
         if self.node is not None:
             binds.add(str(Path(self.node).resolve().parent.parent))
-        files = {"/opt/ow/node_runtime.js": str(NODE_RUNTIME)}
-        if not self.zygote_fork:
-            files["/opt/ow/python_runtime.py"] = str(PYTHON_RUNTIME)
+        files = {sandbox.PROJECT_ROOT: str(opt), **self._shared}
         if self.network == "outbound":  # slirp4netns's DNS forwarder
-            resolv = base / "resolv.conf"
+            resolv = opt / "resolv.conf"
             resolv.write_text(f"nameserver {SLIRP_DNS}\n")
             resolv.chmod(0o644)
             files["/etc/resolv.conf"] = str(resolv)
@@ -714,6 +781,7 @@ class ProcessBackend:
         assert self._uids is not None
         return {
             "root": str(root),
+            "project_root": sandbox.PROJECT_ROOT,
             "sockets": str(sockets),
             "binds": sorted(b for b in binds if Path(b) not in hidden and b != "/"),
             "files": files,
@@ -723,7 +791,17 @@ class ProcessBackend:
             "host_ports": list(self.host_ports),
             "uid_base": self._uids.base,
             "uid_count": self._uids.count,
+            "gid_base": self._uids.gid_base,
+            "userns": self._rootless is not None,
+            "newuidmap": self._tools[0],
+            "newgidmap": self._tools[1],
         }
+
+    def _sandbox_dir(self) -> Path:
+        """The new roots' mount point and what sandboxes see of the project, in the lock
+        directory: reachable by containers' uids (0711), one per prefix and state dir."""
+        key = hashlib.sha256(f"{self.state_dir}\0{self.name_prefix}".encode()).hexdigest()
+        return lock_dir() / f"sandbox-{key[:12]}"
 
     def _socket_dir(self) -> Path:
         """Where runtimes listen: short (a Unix socket's path has at most 107 bytes) and
@@ -832,9 +910,11 @@ class ProcessBackend:
             # The script comes on stdin, opened by the zygote before any change of user: an
             # action user needs no access to the project's directory (its name stays in ps).
             req["exec"] = [self.node, *heap, "-", NODE_RUNTIME.name, "--listen-fd", "3", *marker]
-            req["stdin"] = "/opt/ow/node_runtime.js" if self.sandbox else str(NODE_RUNTIME)
+            inside = f"{sandbox.PROJECT_ROOT}/{NODE_RUNTIME.name}"
+            req["stdin"] = inside if self.sandbox else str(NODE_RUNTIME)
         elif not self.zygote_fork:
-            runtime = "/opt/ow/python_runtime.py" if self.sandbox else str(PYTHON_RUNTIME)
+            inside = f"{sandbox.PROJECT_ROOT}/{PYTHON_RUNTIME.name}"
+            runtime = inside if self.sandbox else str(PYTHON_RUNTIME)
             req["exec"] = [
                 self.python, "-I", "-B", runtime, "serve", "--listen-fd", "3",
                 "--project-root", str(PROJECT_ROOT), *marker,

@@ -316,6 +316,9 @@ class SimulatedBackend:
         self.live += 1
         return SimulatedContainer(self, spec)
 
+    def share_socket(self, path: str) -> None:
+        """Simulated containers reach nothing."""
+
     async def remove_leftovers(self) -> int:
         return 0
 

@@ -29,7 +29,6 @@ def build_invoker(
         docker_binds=cfg.docker_binds,
         docker_reach=cfg.docker_reach,
         docker_network=cfg.docker_network,
-        docker_pids_limit=cfg.docker_pids_limit,
         docker_shm_size_mb=cfg.docker_shm_size_mb,
         action_user=cfg.action_user,
         sandbox=cfg.sandbox,

@@ -111,7 +111,6 @@ class InvokerConfig:
     docker_network: str = setting(
         "bridge", help="Docker network of action containers, none for no network (docker)"
     )
-    docker_pids_limit: int = setting(1024, help="processes per action container (docker)")
     docker_shm_size_mb: int = setting(64, help="size of each container's /dev/shm in MB (docker)")
     runtimes_manifest: str | None = setting(
         None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
@@ -131,7 +130,9 @@ class InvokerConfig:
         help="sandboxed actions' network: outbound (NAT through slirp4netns, the host's "
         "loopback out of reach) or none",
     )
-    pids_limit: int = setting(1024, help="processes per sandboxed action container (process)")
+    pids_limit: int = setting(
+        1024, help="processes per action container (a sandboxed process backend's, Docker's)"
+    )
     sandbox_host_ports: tuple[int, ...] = setting(
         factory=tuple,
         help="ports of the host's loopback that sandboxed actions may reach at 127.0.0.1, "
@@ -195,8 +196,8 @@ class InvokerConfig:
             raise ValueError(
                 f"docker_reach: netns, publish, address or host, not {self.docker_reach!r}"
             )
-        if self.docker_pids_limit < 1 or self.docker_shm_size_mb < 1:
-            raise ValueError("docker_pids_limit and docker_shm_size_mb must be positive")
+        if self.pids_limit < 1 or self.docker_shm_size_mb < 1:
+            raise ValueError("pids_limit and docker_shm_size_mb must be positive")
         if self.fc_window_s <= 0:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:

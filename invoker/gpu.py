@@ -40,6 +40,10 @@ class GpuPoolHandle(Protocol):
         """Extra ``/init`` environment for a GPU action (the pool's address)."""
         ...
 
+    def socket_path(self) -> str | None:
+        """The pool's Unix socket, shared into containers (None for a TCP address)."""
+        ...
+
 
 def is_gpu_action(action: Action) -> bool:
     return action.annotation("gpu") in (True, "true", "True", 1)

@@ -233,11 +233,13 @@ class Invoker:
         await self.producer.start()
         await self.bulk_producer.start()
         await self.records.start()
-        await self.backend.start()
-        await self.pool.start()
-        if self.gpu_pool is not None:
+        if self.gpu_pool is not None:  # first: its socket goes into every container
             await self.gpu_pool.start()
             log.info("GPU pool at %s: %s", self.gpu_pool.address, self.gpu_pool.note)
+            if (path := self.gpu_pool.socket_path()) is not None:
+                self.backend.share_socket(path)
+        await self.backend.start()
+        await self.pool.start()
         await self.consumer.start()
         for name, loop in (
             ("feed", self._feed_loop),

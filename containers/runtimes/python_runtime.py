@@ -924,9 +924,13 @@ class Zygote:
         self.seq = 0
         self.spare_retry_at = 0.0
         self.sandbox = _load_sandbox() if sandbox else None
+        if sandbox:  # the project as a sandbox sees it (the GPU client's package)
+            self.project_root = sandbox["project_root"]
         self.sandbox_config = self.sandbox.Config(sandbox) if self.sandbox and sandbox else None
-        self.uids = self.sandbox.UidPool(sandbox["uid_base"], sandbox["uid_count"]) if (
-            self.sandbox and sandbox) else None  # fmt: skip
+        self.uids: Any = None
+        if self.sandbox is not None and sandbox:
+            step = 2 if sandbox.get("userns") else 1  # a user namespace maps two uids
+            self.uids = self.sandbox.UidPool(sandbox["uid_base"], sandbox["uid_count"], step)
         self.socket_dir: str = (sandbox or {}).get("sockets", "")
         self.owned: dict[int, tuple[int | None, str | None]] = {}  # pid -> (uid, socket)
 

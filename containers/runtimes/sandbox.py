@@ -48,12 +48,16 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+MS_RELATIME, ST_RELATIME = 1 << 21, 4096
+KEPT_FLAGS = MS_NOEXEC | 1024 | 2048  # noexec, noatime, nodiratime: same bits in statvfs
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 217}.get(platform.machine())
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 WORKDIR = "/action"
+ACTION_UID = 1000  # the action's uid inside a user namespace (non-root invokers)
+PROJECT_ROOT = "/opt/ow"  # what a sandbox sees of the project: the runtimes, the GPU client
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 # Refused with EPERM, as Docker's default seccomp profile refuses them (it allows a list and
@@ -122,15 +126,22 @@ class Config:
         # Ports of the host's loopback the operator lets actions reach at 127.0.0.1 (a
         # local object store, say): relayed by the shim, nothing else of the host's is.
         self.host_ports: list[int] = [int(p) for p in data.get("host_ports", [])]
+        # A non-root invoker: each container in a user namespace of its own, its uids mapped
+        # from the invoker's subordinate ranges by newuidmap/newgidmap (Debian's uidmap).
+        self.userns = bool(data.get("userns", False))
+        self.gid_offset = int(data.get("gid_base", 0)) - int(data.get("uid_base", 0))
+        self.newuidmap: str = data.get("newuidmap") or "newuidmap"
+        self.newgidmap: str = data.get("newgidmap") or "newgidmap"
 
 
 class UidPool:
-    """Host uids for containers, one per live container: two containers (so two tenants)
-    never share one, and a uid is reused only after its pid namespace is gone."""
+    """Host uids for containers, one per live container (two in a user namespace: its set-up
+    uid and its action's): two containers (so two tenants) never share one, and a uid is
+    reused only after its pid namespace is gone."""
 
-    def __init__(self, base: int, count: int) -> None:
+    def __init__(self, base: int, count: int, step: int = 1) -> None:
         self.base, self.count = base, count
-        self._free = list(range(base + count - 1, base - 1, -1))
+        self._free = list(range(base + count - step, base - 1, -step))
 
     def take(self) -> int:
         if not self._free:
@@ -183,6 +194,9 @@ def enter(config: Config, uid: int) -> None:
         pid_r, pid_w = os.pipe()
         helper = _fork_slirp(config.slirp4netns, pid_r, ready_w, alive_r, (alive_w, pid_w))
         os.close(pid_r)
+    if config.userns:
+        _enter_userns(config, uid)
+        uid = ACTION_UID  # inside; the host sees uid + 1
     _unshare(CLONE_NEWPID)
     pid = os.fork()
     if pid == 0:
@@ -212,6 +226,50 @@ def enter(config: Config, uid: int) -> None:
     if listeners:
         _relay(pid, listeners)
     _wait_for(pid, helper)
+
+
+def _enter_userns(config: Config, uid: int) -> None:
+    """A user namespace of the container's own: inside, 0 is host ``uid`` (the set-up) and
+    ``ACTION_UID`` host ``uid + 1`` (the action); written by newuidmap and newgidmap, which a
+    helper left in the parent namespace runs, then root of it."""
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    mapper = os.fork()
+    if mapper == 0:
+        try:
+            os.close(go_w)
+            os.close(done_r)
+            if os.read(go_r, 1) != b"1":
+                os._exit(1)
+            target, gid = str(os.getppid()), uid + config.gid_offset
+            error = b""
+            for tool, base in ((config.newuidmap, uid), (config.newgidmap, gid)):
+                import subprocess
+
+                argv = [tool, target, "0", str(base), "1", str(ACTION_UID), str(base + 1), "1"]
+                done = subprocess.run(argv, capture_output=True, check=False)
+                if done.returncode != 0:
+                    error = f"{os.path.basename(tool)}: ".encode() + done.stderr.strip()
+                    break
+            os.write(done_w, error or b"ok")
+        except BaseException as e:
+            os.write(done_w, str(e).encode())
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    os.close(done_w)
+    try:
+        _unshare(CLONE_NEWUSER)
+        os.write(go_w, b"1")
+        answer = b"".join(iter(lambda: os.read(done_r, 4096), b""))
+    finally:
+        os.close(go_w)
+        os.close(done_r)
+        os.waitpid(mapper, 0)
+    if answer != b"ok":
+        raise SandboxError(errno.EPERM, f"sandbox: mapping the container's uids: {answer.decode()}")
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
 
 
 def _die(e: BaseException) -> None:
@@ -410,7 +468,9 @@ def _bind(src: str, dst: str) -> None:
         if not os.path.exists(dst):
             os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o644))
     _mount(src, dst, None, MS_BIND | MS_REC)
-    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_RDONLY)
+    host = os.statvfs(dst).f_flag  # in a user namespace, these flags are locked: keep them
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_RDONLY | (host & KEPT_FLAGS)
+    _mount(None, dst, None, flags | (MS_RELATIME if host & ST_RELATIME else 0))
 
 
 def _tmpfs(dst: str, mode: int, size_mb: int, uid: int = 0, extra: int = 0) -> None:
@@ -432,8 +492,6 @@ def _build_root(config: Config, uid: int) -> None:
             _bind(host, root + host)
     for path in config.binds:
         _bind(path, root + path)
-    for inside, host in config.files.items():
-        _bind(host, root + inside)
     _mkdirs(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _tmpfs(root + "/dev", 0o755, 1, extra=MS_NOEXEC)
@@ -452,6 +510,8 @@ def _build_root(config: Config, uid: int) -> None:
     _tmpfs(root + "/dev/shm", 0o1777, config.shm_mb, extra=MS_NOEXEC)
     _tmpfs(root + "/tmp", 0o1777, config.tmp_mb)
     _tmpfs(root + WORKDIR, 0o700, config.tmp_mb, uid=uid)
+    for inside, host in config.files.items():  # last: they may lie in the mounts above
+        _bind(host, root + inside)
     os.chdir(root)
     assert SYS_PIVOT_ROOT is not None, "pivot_root: unknown architecture"
     _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")

@@ -27,19 +27,23 @@ from tests.integration.test_docker_backend import (  # noqa: F401 (fixtures, par
 
 pytestmark = pytest.mark.services
 
+# Which container ran a call: an id drawn when the action is loaded (a sandboxed action is
+# pid 1 of its own pid namespace, so its pid says nothing).
 SLEEPY = b"""
+const CONTAINER = require('crypto').randomUUID();
 async function main(p) {
   console.log(`call ${p.i} starts`);
   await new Promise((r) => setTimeout(r, p.ms || 1000));
   if (p.fail) return 42;  // not a dictionary: a developer error, the container goes
-  return {pid: process.pid, allow: process.env.__OW_ALLOW_CONCURRENT || null, i: p.i};
+  return {container: CONTAINER, allow: process.env.__OW_ALLOW_CONCURRENT || null, i: p.i};
 }
 """
 PY_ENV = b"""
-import os, time
+import os, time, uuid
+CONTAINER = uuid.uuid4().hex
 def main(p):
     time.sleep(0.3)
-    return {"pid": os.getpid(), "allow": os.environ.get("__OW_ALLOW_CONCURRENT")}
+    return {"container": CONTAINER, "allow": os.environ.get("__OW_ALLOW_CONCURRENT")}
 """
 
 
@@ -81,7 +85,7 @@ async def test_three_calls_share_one_container_on_one_core(live):
     records = await _call_all(ctl, action, rev, [{"i": i} for i in range(3)])
     results = [r["response"]["result"] for r in records]
     assert [r["i"] for r in results] == [0, 1, 2]
-    assert len({r["pid"] for r in results}) == 1  # one container ran all three
+    assert len({r["container"] for r in results}) == 1  # one container ran all three
     assert all(r["allow"] == "true" for r in results)  # created allowing overlapping /run
     assert _overlap(records)
     span_ms = _run_span_ms(records)
@@ -95,7 +99,7 @@ async def test_three_calls_share_one_container_on_one_core(live):
     assert cores.calls[0] == 0 and invoker.scheduler.running == 0  # the core is free again
     # Warm, the container takes three more at once; a fourth waits for room in it.
     records = await _call_all(ctl, action, rev, [{"i": i, "ms": 600} for i in range(4)])
-    assert len({r["response"]["result"]["pid"] for r in records}) == 1
+    assert len({r["response"]["result"]["container"] for r in records}) == 1
     assert invoker.pool.cold_starts == 1
     by_start = sorted(records, key=lambda r: r["start"])
     assert _overlap(by_start[:3]) and by_start[3]["start"] >= min(r["end"] for r in by_start[:3])
@@ -110,8 +114,8 @@ async def test_concurrency_one_runs_one_call_per_container(live):
         assert all(r["response"]["result"]["allow"] is None for r in records)
         for a, b in itertools.combinations(records, 2):  # never two at once in one container
             if a["start"] < b["end"] and b["start"] < a["end"]:
-                assert a["response"]["result"]["pid"] != b["response"]["result"]["pid"]
-        pids |= {r["response"]["result"]["pid"] for r in records}
+                assert a["response"]["result"]["container"] != b["response"]["result"]["container"]
+        pids |= {r["response"]["result"]["container"] for r in records}
     assert len(pids) >= 2  # once measured light, they overlapped: in containers of their own
 
 
@@ -133,14 +137,14 @@ async def test_a_developer_error_retires_the_container_once_its_calls_end(live):
     params = [{"i": 0, "ms": 300, "fail": True}, {"i": 1, "ms": 800}, {"i": 2, "ms": 800}]
     records = await _call_all(ctl, action, rev, params)
     assert [r["response"]["statusCode"] for r in records] == [2, 0, 0]
-    assert len({r["response"]["result"]["pid"] for r in records[1:]}) == 1
+    assert len({r["response"]["result"]["container"] for r in records[1:]}) == 1
     for _ in range(50):  # removed once its last call left
         if not _action_containers(invoker):
             break
         await asyncio.sleep(0.1)
     assert not _action_containers(invoker)
     (again,) = await _call_all(ctl, action, rev, [{"i": 3, "ms": 10}])
-    assert again["response"]["result"]["pid"] != records[1]["response"]["result"]["pid"]
+    assert again["response"]["result"]["container"] != records[1]["response"]["result"]["container"]
 
 
 async def test_python_actions_run_one_call_per_container(live):
@@ -172,7 +176,7 @@ async def test_three_calls_share_one_docker_container(
         action, rev = await ctl.create_action("sleepy", SLEEPY, kind="nodejs:20", concurrency=3)
         records = await _call_all(ctl, action, rev, [{"i": i} for i in range(3)])
         results = [r["response"]["result"] for r in records]
-        assert len({r["pid"] for r in results}) == 1
+        assert len({r["container"] for r in results}) == 1
         assert all(r["allow"] == "true" for r in results)
         assert _overlap(records)
         span_ms = _run_span_ms(records)

@@ -308,12 +308,31 @@ def dummy_targets() -> dict[str, Any]:
 
 
 def uids_alive(uid: int) -> bool:
+    return bool(states_of(uid))
+
+
+def states_of(uid: int) -> list[str]:
+    """The state letters (R, S, T, ...) of the host's processes running as ``uid``."""
+    out = []
     for p in os.listdir("/proc"):
         if p.isdigit():
             with contextlib.suppress(OSError):
                 if os.stat(f"/proc/{p}").st_uid == uid:
-                    return True
-    return False
+                    with open(f"/proc/{p}/stat") as f:
+                        out.append(f.read().rsplit(")", 1)[1].split()[0])
+    return out
+
+
+async def test_pause_stops_what_it_setsid_ed(make: Maker) -> None:
+    bob = await make(ATTACKS_PY)
+    r = result(await run(bob, {"targets": dummy_targets(), "setsid": True}))
+    uid = int(r["status"]["Uid"].split()[0])
+    await bob.pause()
+    stopped = await wait_until(lambda: len(states_of(uid)) >= 2 and set(states_of(uid)) == {"T"}, 2)
+    seen = states_of(uid)
+    await bob.resume()
+    assert stopped, seen
+    assert await wait_until(lambda: "T" not in states_of(uid), 2)
 
 
 # -- Node.js ---------------------------------------------------------------------------------
