@@ -90,7 +90,12 @@ async def measure(args: argparse.Namespace, docker_host: str | None, state: Path
     }
     if docker_host is not None:
         docker = DockerBackend(
-            docker_host, prefix + "d", images=local_images(), binds=BINDS, labels={LABEL: "1"}
+            docker_host,
+            prefix + "d",
+            images=local_images(),
+            binds=BINDS,
+            labels={LABEL: "1"},
+            network="none",  # no bridge on this dockerd: reached in its own namespace (netns)
         )
         ready["docker"] = nospare["docker"] = docker
     everything = {id(b): b for b in (*ready.values(), *nospare.values())}.values()

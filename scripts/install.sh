@@ -300,14 +300,16 @@ install_core() {
         || die "core: pip install failed"
 }
 
-# The process backend's sandbox: slirp4netns (user-mode NAT for actions' outbound network)
-# and libseccomp (the syscall filter, through pyseccomp), from Debian.
+# The process backend's sandbox: slirp4netns (user-mode NAT for actions' outbound network),
+# libseccomp (the syscall filter, through pyseccomp) and uidmap (newuidmap/newgidmap, for a
+# non-root invoker's user namespaces), from Debian.
 install_sandbox() {
     local missing=()
     command -v slirp4netns >/dev/null || missing+=(slirp4netns)
+    command -v newuidmap >/dev/null || missing+=(uidmap) # sandboxes of a non-root invoker
     ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
     if ((${#missing[@]} == 0)); then
-        log "sandbox: slirp4netns and libseccomp present"
+        log "sandbox: slirp4netns, libseccomp and uidmap present"
         return
     fi
     [[ "$(id -u)" == 0 ]] || die "sandbox: need root to apt-get install ${missing[*]}"

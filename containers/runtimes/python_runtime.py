@@ -20,9 +20,13 @@ invoker's modules. Three modes:
     The container's HTTP server in a fresh interpreter (``--listen-fd`` or ``--port``); used
     for the no-zygote baseline and for manual testing.
 
-The container (forked or ``serve``) speaks the action protocol on 127.0.0.1: ``POST /init``,
-``POST /run``, and writes the end-of-activation sentinel to stdout and stderr after every
-/run and after a failed /init.
+With ``--sandbox`` every container enters its sandbox (``sandbox.py``: namespaces, a uid of
+its own, seccomp) right after the fork, before it reads its assignment, and listens on a
+Unix socket in the invoker's private directory instead of a loopback port.
+
+The container (forked or ``serve``) speaks the action protocol on that socket or on
+127.0.0.1: ``POST /init``, ``POST /run``, and writes the end-of-activation sentinel to stdout
+and stderr after every /run and after a failed /init.
 """
 
 from __future__ import annotations

@@ -490,8 +490,6 @@ def _build_root(config: Config, uid: int) -> None:
             os.symlink(os.readlink(host), root + host)
         elif os.path.isdir(host):
             _bind(host, root + host)
-    for path in config.binds:
-        _bind(path, root + path)
     _mkdirs(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _tmpfs(root + "/dev", 0o755, 1, extra=MS_NOEXEC)
@@ -510,7 +508,10 @@ def _build_root(config: Config, uid: int) -> None:
     _tmpfs(root + "/dev/shm", 0o1777, config.shm_mb, extra=MS_NOEXEC)
     _tmpfs(root + "/tmp", 0o1777, config.tmp_mb)
     _tmpfs(root + WORKDIR, 0o700, config.tmp_mb, uid=uid)
-    for inside, host in config.files.items():  # last: they may lie in the mounts above
+    # Last, so that the mounts above hide none of them (a checkout under /tmp, say).
+    for path in config.binds:
+        _bind(path, root + path)
+    for inside, host in config.files.items():
         _bind(host, root + inside)
     os.chdir(root)
     assert SYS_PIVOT_ROOT is not None, "pivot_root: unknown architecture"
