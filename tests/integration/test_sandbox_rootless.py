@@ -61,8 +61,10 @@ class Zygote:
     def __init__(self, user: pwd.struct_passwd, work: Path, sandbox: dict[str, Any]) -> None:
         self.work = work
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(work / "lib"), "LANG": "C.UTF-8"}
-        argv = [str(SYSTEM_PYTHON), "-B", str(work / "python_runtime.py"), "zygote",
-                "--marker", "owrootless", "--spares", "1", "--sandbox", json.dumps(sandbox)]  # fmt: skip
+        argv = [
+            str(SYSTEM_PYTHON), "-B", str(work / "python_runtime.py"), "zygote",
+            "--marker", "owrootless", "--spares", "1", "--sandbox", json.dumps(sandbox),
+        ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=work,
             user=user.pw_uid, group=user.pw_gid, extra_groups=[],
@@ -106,7 +108,8 @@ def post(path: str, what: str, body: dict[str, Any]) -> tuple[int, Any]:
         s.connect(path)
         s.sendall(
             f"POST /{what} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
-            "Connection: close\r\n\r\n".encode() + data
+            "Connection: close\r\n\r\n".encode()
+            + data
         )
         reply = b"".join(iter(lambda: s.recv(65536), b""))
     head, _, payload = reply.partition(b"\r\n\r\n")
