@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from policies import FunctionStats, Policy
+from policies.preemption import Preemption
 
 T = TypeVar("T")
 SHARED_SHARE = 1.0  # what a container running concurrent calls holds of its core
@@ -66,29 +67,13 @@ class Call(Generic[T]):
     pauses: int = 0
     paused_at: float | None = None
 
+    def ran(self, now: float) -> float:
+        """Time it has run (paused time excluded)."""
+        return self.ran_s + (now - self.resumed if self.resumed is not None else 0.0)
+
     def remaining(self, now: float) -> float:
         """Expected time still to run: E[p] at its start minus the time it has run."""
-        stretch = now - self.resumed if self.resumed is not None else 0.0
-        return max(0.0, self.expected - self.ran_s - stretch)
-
-
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    """When a running call may be paused for a waiting one. ``ratio``: the waiting call's
-    expected time must be at most this fraction of the running call's expected remaining
-    time; and the time saved (the difference) must exceed ``pause_cost_s``, the cost of a
-    pause and resume, which measurements replace (:meth:`NodeScheduler.observe_pause`)."""
-
-    ratio: float = 0.5
-    pause_cost_s: float = 0.01
-    max_paused: int = 8
-    max_pauses: int = 16
-
-    def __post_init__(self) -> None:
-        if not 0 < self.ratio < 1 or self.pause_cost_s < 0:
-            raise ValueError("preemption: 0 < ratio < 1 and pause_cost_s >= 0")
-        if self.max_paused < 1 or self.max_pauses < 1:
-            raise ValueError("preemption: max_paused and max_pauses must be >= 1")
+        return max(0.0, self.expected - self.ran(now))
 
 
 @dataclass(slots=True, eq=False)
@@ -499,24 +484,14 @@ class NodeScheduler(Generic[T]):
         for call in self._on_core:
             if call.core is None or table.calls[call.core] != 1:
                 continue
-            left = call.remaining(now)
-            if left > best_left and pausable(call):
+            ran = call.ran(now)
+            left = rule.remaining(call.expected, ran)
+            slice_s = now - call.resumed if call.resumed is not None else 0.0
+            if left > best_left and rule.sliced(call.pauses, slice_s) and pausable(call):
                 best, best_left = call, left
-        if best is None or not self._outweighs(wanted, best, best_left):
+        if best is None or best.pauses >= rule.max_pauses:
             return None
-        return best
-
-    def _outweighs(self, wanted: float, call: Call[T], left: float) -> bool:
-        """Whether a waiting call expected to take ``wanted`` may go before ``call``, which
-        is expected to need ``left`` more: much shorter, by more than a pause costs, and
-        ``call`` not yet paused ``max_pauses`` times."""
-        rule = self.preemption
-        assert rule is not None
-        return (
-            call.pauses < rule.max_pauses
-            and wanted <= rule.ratio * left
-            and left - wanted > self.pause_cost_s
-        )
+        return best if rule.outweighs(wanted, best_left, self.pause_cost_s) else None
 
     def pause(self, call: Call[T], now: float) -> None:
         """Take the running call off its core, for the head of the queue to :meth:`start`
@@ -549,10 +524,23 @@ class NodeScheduler(Generic[T]):
         self.preempted -= 1
 
     def _can_resume(self) -> Call[T] | None:
-        """The paused call to resume now (least expected remaining time first), if a core
-        has room for it."""
+        """The paused call to resume now (least remaining time first), if a core has room
+        for it and, unless the rule resumes first, no waiting call is expected to be
+        shorter than its remaining time."""
+        rule = self.preemption
+        if rule is None or not self._paused:
+            return None
         table = self.cores_table
-        for call in sorted(self._paused, key=lambda c: (c.expected - c.ran_s, c.seq)):
+        paused = sorted(
+            self._paused,
+            key=lambda c: (rule.remaining(c.expected, c.ran_s), c.expected - c.ran_s, c.seq),
+        )
+        if not rule.resume_first:
+            head = self._head()
+            if head is not None and head.group is None:
+                wanted = self.stats.expected(head.function)
+                paused = [c for c in paused if rule.remaining(c.expected, c.ran_s) <= wanted]
+        for call in paused:
             if table.place(call.share) is not None:
                 return call
         return None

@@ -115,7 +115,7 @@ class Invoker:
             self.policy,
             config.action_cores,
             FunctionStats(window_s=config.fc_window_s),
-            preemption=Preemption() if config.preempt else None,
+            preemption=self.policy.preemption or (Preemption() if config.preempt else None),
         )
         # GPU actions queue apart (in receipt order; the GPU pool orders their device work),
         # but their CPU side takes its place on the same action cores as every other call.

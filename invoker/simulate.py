@@ -17,6 +17,7 @@ import math
 import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
@@ -62,9 +63,11 @@ async def _simulate(
     loop = asyncio.get_running_loop()
     clock = LoopClock(loop, epoch_ms_at_start=1_700_000_000_000)
     bus = MemoryBus()
-    store = EmbeddedStore(":memory:", threaded=False)
     backend = SimulatedBackend(cold_start_s=settings.cold_start_s, pause_s=settings.pause_s)
     with tempfile.TemporaryDirectory(prefix="ow-sim-") as state:
+        # On disk in the run's directory, not in memory: a day of activation records
+        # would otherwise stay in the process.
+        store = EmbeddedStore(Path(state) / "store.sqlite", threaded=False)
         config = InvokerConfig(
             policy=policy,
             action_cores=tuple(range(settings.cores)),
@@ -98,7 +101,10 @@ async def _simulate(
 
         async def collect() -> None:
             while True:
-                for record in await acks.poll(1000, 3600.0):
+                records = await acks.poll(1000, 3600.0)
+                if records:  # the bus drops what every group has committed past
+                    await acks.commit({0: records[-1].offset + 1})
+                for record in records:
                     ack = loads(record.value)
                     response = ack.get("response")
                     if response is None:
@@ -124,7 +130,18 @@ async def _simulate(
             await producer.send(config.invoker_topic, dumps(msg.to_json()))
             return await fut - sent
 
+        pings = bus.consumer(config.health_topic, "simulator")
+        await pings.start()
+
+        async def drop_pings() -> None:
+            # A controller reads the pings; here they are only let go (bounded memory).
+            while True:
+                records = await pings.poll(10_000, 3600.0)
+                if records:
+                    await pings.commit({0: records[-1].offset + 1})
+
         collector = child(collect(), name="collect-acks")
+        pinger = child(drop_pings(), name="drop-pings")
         if settings.warmup:
             # As the paper: containers warmed and E[p] learnt before measuring.
             last = {c.function: c for c in trace}
@@ -155,7 +172,8 @@ async def _simulate(
         await asyncio.gather(*in_flight)
         makespan = loop.time() - t0
         collector.cancel()
-        await asyncio.gather(collector, return_exceptions=True)
+        pinger.cancel()
+        await asyncio.gather(collector, pinger, return_exceptions=True)
         cold = invoker.pool.cold_starts - cold_before
         preemptions = invoker.scheduler.preempted
         busy = backend.cpu.busy_core_seconds

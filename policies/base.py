@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from policies.preemption import Preemption
+
 
 class CallInfo(NamedTuple):
     """Everything a policy may read, fixed when the invoker receives the call.
@@ -31,10 +33,12 @@ class Policy:
 
     ``exclusive_cores`` is True for the paper's policies (each running call holds one core,
     never more calls than cores) and False for the stock OpenWhisk baseline, whose calls
-    share the CPU and are limited by memory only.
+    share the CPU and are limited by memory only. ``preemption``: the policy's own rule
+    for pausing running calls (None: only with ``--preempt``, by its default rule).
     """
 
     name: str
     priority: Callable[[CallInfo], float]
     exclusive_cores: bool = True
     description: str = ""
+    preemption: Preemption | None = None

@@ -1,0 +1,59 @@
+"""When a running call may be paused for a waiting one: the pure rule the node scheduler
+(``invoker/scheduler.py``) applies, with time passed in.
+
+Two estimates of a running call's remaining time:
+
+- *Expected* (``tail = 0``, ``--preempt``'s rule): E[p] at its start minus the time it has
+  run; a call that outruns its E[p] is expected to end at once, so it is never paused.
+- *Tail-aware* (``tail > 0``): at least ``tail`` times the time it has run. Under heavy
+  tails a call that has run long is likely a long one (its mean residual life grows with
+  its age), so the longer it runs, the sooner a short call may pause it: least attained
+  service among the calls that outran their estimate.
+
+Each pause of a call needs it to have run ``quantum_s * growth ** pauses`` since it last
+resumed (a multilevel-feedback time slice, doubling by default), which bounds the pauses
+of a call by the logarithm of its length instead of a fixed count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """``ratio``: the waiting call's E[p] must be at most this fraction of the running
+    call's remaining time; the time saved must exceed ``pause_cost_s`` (measurements
+    replace it). ``max_paused`` calls may be paused at once, each ``max_pauses`` times.
+    ``resume_first``: a paused call resumes as soon as a core has room (else only when
+    its remaining time is below the head of the queue's E[p], shortest first)."""
+
+    ratio: float = 0.5
+    pause_cost_s: float = 0.01
+    max_paused: int = 8
+    max_pauses: int = 16
+    tail: float = 0.0
+    quantum_s: float = 0.0
+    growth: float = 2.0
+    resume_first: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.ratio < 1 or self.pause_cost_s < 0:
+            raise ValueError("preemption: 0 < ratio < 1 and pause_cost_s >= 0")
+        if self.max_paused < 1 or self.max_pauses < 1:
+            raise ValueError("preemption: max_paused and max_pauses must be >= 1")
+        if self.tail < 0 or self.quantum_s < 0 or self.growth < 1:
+            raise ValueError("preemption: tail >= 0, quantum_s >= 0 and growth >= 1")
+
+    def remaining(self, expected: float, ran: float) -> float:
+        """The time a call expected to take ``expected`` that has run ``ran`` still needs."""
+        return max(expected - ran, self.tail * ran, 0.0)
+
+    def sliced(self, pauses: int, ran_since_resume: float) -> bool:
+        """Whether a call paused ``pauses`` times has used up its current time slice."""
+        return ran_since_resume >= self.quantum_s * self.growth**pauses
+
+    def outweighs(self, wanted: float, left: float, pause_cost_s: float) -> bool:
+        """Whether a waiting call expected to take ``wanted`` should go before a running
+        call with ``left`` to run: much shorter, by more than a pause costs."""
+        return wanted <= self.ratio * left and left - wanted > pause_cost_s
