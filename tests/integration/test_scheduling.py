@@ -120,6 +120,20 @@ def test_fifo_runs_in_receipt_order_when_a_fetch_is_slow():
     assert round(acked["slow1"][1], 6) == 6.0 and round(acked["quick2"][1], 6) == 7.0
 
 
+def test_equal_priorities_run_in_receipt_order_when_a_fetch_is_slow():
+    # Under SEPT two functions nobody has timed yet get the same priority (the node-wide
+    # prior), so only the receipt number orders them: "slow" (received at 1.0, fetched at
+    # 3.0) must still go before "quick" (received and admitted at 1.5). A receipt number
+    # taken after the fetch would put "quick" first; FIFO's distinct times cannot show it.
+    calls = [
+        (0.0, "blocker", 5.0, 5.0),
+        (1.0, "slow", 1.0, 1.0),
+        (1.5, "quick", 1.0, 1.0),
+    ]
+    acked = run("sept", calls, slow={"slow": 2.0})
+    assert round(acked["slow1"][1], 6) == 6.0 and round(acked["quick2"][1], 6) == 7.0
+
+
 def test_waiting_calls_share_the_core_with_a_cpu_bound_one():
     # After one call each has measured the functions, a CPU-bound call and four 1 s calls
     # that only wait arrive together on one core: the waiting ones run beside it.

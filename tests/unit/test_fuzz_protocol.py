@@ -384,6 +384,42 @@ def test_runtime_init_env_refuses_what_the_os_cannot_hold(env):
     targets.runtime_init(body)
 
 
+@pytest.mark.parametrize(
+    "env", [{"A=B": "x"}, {"=": "x"}, {"A\x00": "x"}, {"A": "a\x00b"}, {"": "x"}]
+)
+def test_runtime_init_env_names_the_os_cannot_hold_are_refused(env):
+    """Refused with a 400 naming the variable: not dropped, not truncated, and not accepted
+    to crash later where the action's environment is set."""
+    from containers.runtimes.python_runtime import BadBody, parse_init
+
+    with pytest.raises(BadBody, match="invalid variable name or value") as refused:
+        parse_init(json.dumps({"value": {"code": "x=1", "env": env}}).encode())
+    assert refused.value.status == 400
+
+
+@FUZZ
+@given(st.dictionaries(ENV_NAMES, json_values | st.just("a\x00b"), max_size=4))
+def test_runtime_init_env_that_is_accepted_is_whole_and_settable(env):
+    from containers.runtimes.python_runtime import BadBody, parse_init
+
+    try:
+        _, _, _, accepted = parse_init(json.dumps({"value": {"code": "x=1", "env": env}}).encode())
+    except BadBody:
+        return
+    assert accepted.keys() == env.keys()  # nothing dropped
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in accepted.items():
+            mp.setenv(name, value)  # os.putenv: raises on "=" or NUL
+
+
+@pytest.mark.parametrize("key", ["a=b", "a\x00"])
+def test_runtime_run_context_names_the_os_cannot_hold_are_refused(key):
+    from containers.runtimes.python_runtime import BadBody, parse_run
+
+    with pytest.raises(BadBody, match="invalid variable name or value"):
+        parse_run(json.dumps({"value": {}, key: "x"}).encode())
+
+
 RUN_FIELDS = ["value", "namespace", "action_name", "activation_id", "deadline", "api_key"]
 
 

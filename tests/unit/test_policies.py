@@ -239,6 +239,26 @@ def test_light_calls_pass_a_blocked_head_only_beside_a_heavy_call():
     assert [c.payload for c in fats] == ["f0", "f1", "f2"]
 
 
+def test_a_light_call_never_passes_a_blocked_head_onto_a_core_of_light_calls():
+    """The "only" half: a core holding light calls alone (each within the margin, none
+    heavy) is room the head will have as soon as they end, so a later light call must not
+    go there ahead of it, although it would fit."""
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "sleep", 0.1)  # at the margin: still light
+    _measured(sched, "spin", 1.0)
+    for i in range(3):
+        sched.admit("sleep", f"sleep{i}", float(i))
+    sleeping = [sched.start(3.0) for _ in range(3)]  # 0.3 of the core, no heavy call
+    assert sched.cores_table.heavy[0] == 0
+    sched.admit("spin", "spin0", 4.0)  # the head: 0.3 + 1.0 does not fit in 1.1
+    sched.admit("sleep", "late", 5.0)  # 0.3 + 0.1 would fit
+    assert sched.peek() is None and not sched.can_start()
+    for c in sleeping:
+        sched.finish(c, 1.0, 0.1)
+    assert sched.start(6.0).payload == "spin0"  # the head first, then the light call beside
+    assert sched.start(6.0).payload == "late"
+
+
 def test_a_core_whose_calls_overran_takes_no_more_until_it_empties():
     sched = NodeScheduler(FIFO, cores=[0])
     _measured(sched, "io", 0.05)

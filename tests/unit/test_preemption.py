@@ -73,6 +73,23 @@ def test_no_preemption_when_the_saving_is_small_or_the_rule_is_off():
     assert shared.preemption is None  # the baseline has no exclusive cores to give
 
 
+@pytest.mark.parametrize(
+    "head_s,paused",
+    [(6.0, False), (9.0, False), (5.0, True), (4.0, True)],
+)
+def test_the_head_must_need_at_most_half_the_remaining_time(head_s, paused):
+    """The band between 0.5 R and R: a head that is shorter than the running call's
+    remaining time R = 10 s, but not by half, does not pause it; at 0.5 R it does."""
+    sched = trained()
+    sched.admit("head", "warm-up", 0.0)
+    sched.finish(sched.start(0.0), head_s, cpu_s=head_s)
+    long = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("head", "H", 1.0)
+    assert long.remaining(1.0) == pytest.approx(10.0)
+    assert (sched.preemption_victim(1.0) is long) is paused
+
+
 def test_the_pause_cost_is_part_of_the_decision_and_follows_measurements():
     sched = trained(Preemption(pause_cost_s=0.5, ratio=0.9))
     sched.admit("long", "L", 1.0)
@@ -229,3 +246,42 @@ def test_paused_time_starts_when_the_container_is_frozen():
     assert took == pytest.approx(0.2)
     assert paused_s == pytest.approx(2.1)  # frozen 2.0 s, plus the 0.1 s resume
     assert limit_s == pytest.approx(10.0)  # run time + what is left = the whole limit
+
+
+def test_paused_time_does_not_count_against_the_time_limit():
+    """A 1.5 s limit, 1 s of run, 2 s paused, 0.4 s more: the call ends within its limit
+    (1.4 s of run), although 3.4 s of wall time passed. Had the timer kept running while
+    the call was frozen, it would have fired during the pause."""
+    import asyncio
+
+    from invoker.activation import Pausable
+    from whisk.clock import LoopClock, VirtualTimeLoop
+
+    class Frozen:
+        async def pause(self) -> None:
+            pass
+
+        async def resume(self) -> None:
+            pass
+
+    async def scenario() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        async with asyncio.timeout(1.5) as limit:
+            pausable = Pausable(Frozen(), limit, LoopClock(loop))  # type: ignore[arg-type]
+            await asyncio.sleep(1.0)
+            await pausable.pause()
+            await asyncio.sleep(2.0)
+            await pausable.resume()
+            left = limit.when() - loop.time()  # type: ignore[operator]
+            await asyncio.sleep(0.4)
+            await pausable.end()
+        return loop.time() - start, left
+
+    loop = VirtualTimeLoop()
+    try:
+        wall_s, left_s = loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert wall_s == pytest.approx(3.4)
+    assert left_s == pytest.approx(0.5)  # what was left of the limit when it was paused
