@@ -29,7 +29,6 @@ class ExclusiveScheduler(GpuScheduler):
         self.reserved: dict[int, str] = {}
         self.last_evicted: dict[str, float] = {}
         self._queues: dict[str, deque[Request]] = {}
-        self.switches = 0
 
     def _enqueue(self, req: Request) -> None:
         q = self._queues.setdefault(req.client, deque())
@@ -52,8 +51,6 @@ class ExclusiveScheduler(GpuScheduler):
     def _run(self, c: str, d: int, out: list[Dispatch]) -> None:
         req = self._queues[c].popleft()
         cold = self.warm_for[d] != c
-        if cold:
-            self.switches += 1
         self.owner[d] = self.warm_for[d] = c
         out.append(self._start(req, d, cold=cold))
 

@@ -67,7 +67,6 @@ class HostTier:
         self._pending: dict[str, asyncio.Future[HostModel]] = {}
         self.used = 0
         self.evictions = 0
-        self.ingests = 0
 
     def __contains__(self, key: object) -> bool:
         return key in self._models
@@ -123,7 +122,6 @@ class HostTier:
         except BaseException:
             _unlink(file, base)
             raise
-        self.ingests += 1
         if info["kind"] == "module":
             m = HostModel(
                 key,

@@ -3,8 +3,9 @@ and building the pool from the invoker's configuration.
 
 An action is a GPU action when it carries the annotation ``gpu`` with a true value
 (``wsk action create infer infer.zip --kind python:3.11 -a gpu true``). Its CPU-side code
-runs in an ordinary container, but it does not queue for (or hold) an exclusive core: its
-model loads and inferences go to the pool's scheduler, which is where it waits.
+runs in an ordinary container pinned to one action core, which it holds like any call (its
+pre- and post-processing are CPU work). Its calls queue apart from the others, in receipt
+order: its model loads and inferences go to the pool's scheduler, which orders the device work.
 """
 
 from __future__ import annotations

@@ -173,7 +173,6 @@ class Invoker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running: dict[Call[Job], NodeScheduler[Job]] = {}  # started calls, their queue
-        self._last_commit = 0.0
         self._install_gauges()
 
     # -- configuration helpers --

@@ -102,10 +102,6 @@ class ActivationMessage:
     def transaction_start_ms(self) -> int:
         return int(self.transid[1])
 
-    @property
-    def ack_topic_suffix(self) -> str:
-        return self.controller
-
     def partial(self) -> Partial:
         return Partial(
             activation_id=self.activation_id,

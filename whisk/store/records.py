@@ -52,7 +52,6 @@ class RecordWriter:
         self._spool_bytes = 0
         self._down_until = float("-inf")
         self._started = False
-        self._space = asyncio.Event()
         self.written = 0
         self.spooled = 0
 
