@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from containers.backend import ContainerSpec
 from containers.process import ProcessBackend
+from whisk.summary import percentile
 
 PY_CODE = "def main(args):\n    return {'greeting': 'Hello ' + args.get('name', 'x')}\n"
 PY_INIT = json.dumps(
@@ -46,13 +47,8 @@ RUN = json.dumps({"value": {"name": "World"}, "activation_id": "a" * 32, "deadli
 
 
 def report(what: str, xs: list[float], scale: float, unit: str, p: float = 0.9) -> None:
-    med, tail = statistics.median(xs) * scale, pct(xs, p) * scale
+    med, tail = statistics.median(xs) * scale, percentile(xs, p * 100) * scale
     print(f"{what}: median {med:.2f} {unit}, p{int(p * 100)} {tail:.2f} {unit} (n={len(xs)})")
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
 async def cold_starts(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sebs_wrappers import catalog, inputs, localrun, packaging
 from sebs_wrappers.objstore import LocalServices
+from whisk.summary import percentile
 
 
 def children_cpu_s() -> float:
@@ -60,7 +61,7 @@ def main() -> None:
                 c2 = children_cpu_s()
                 ms = [r["results_time"] / 1e3 for r in res]
                 warm = sorted(ms[1:])
-                p95 = warm[min(len(warm) - 1, round(0.95 * (len(warm) - 1)))]
+                p95 = percentile(warm, 95)
                 share = ((c2 - c1) - (c1 - c0)) / max(1e-9, sum(warm) / 1e3)
                 print(
                     f"{bench.id:24} {ms[0]:9.1f} {statistics.median(warm):9.1f} {p95:9.1f} "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from gatling.scenario import Call, Timing, read_scenario, write_timings
 from whisk.argtypes import input_file, positive_float
 from whisk.client import OpenWhisk
+from whisk.summary import percentile
 
 HELP = "replay a scenario file open-loop against an OpenWhisk API and write per-request timings"
 
@@ -37,8 +37,8 @@ class ReplayResult:
         if not values:
             return {"p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
         return {
-            "p50_ms": _nearest_rank(values, 0.50),
-            "p99_ms": _nearest_rank(values, 0.99),
+            "p50_ms": percentile(values, 50),
+            "p99_ms": percentile(values, 99),
             "max_ms": values[-1],
         }
 
@@ -52,11 +52,6 @@ class ReplayResult:
             f"replayed {len(self.timings)} requests ({statuses}); send lateness "
             f"p50 {late['p50_ms']:.1f} ms, p99 {late['p99_ms']:.1f} ms, max {late['max_ms']:.1f} ms"
         )
-
-
-def _nearest_rank(sorted_values: list[float], q: float) -> float:
-    i = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[i]
 
 
 async def replay(

@@ -9,6 +9,7 @@ from collections import deque
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from whisk.metrics import counter_by_error_kind
+from whisk.summary import percentile
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -115,10 +116,7 @@ class InvokerMetrics:
         values = sorted(self.added_latency_samples)
         if not values:
             return {}
-        return {
-            f"p{q}_ms": values[min(len(values) - 1, len(values) * q // 100)] * 1000
-            for q in (50, 99)
-        }
+        return {f"p{q}_ms": percentile(values, q) * 1000 for q in (50, 99)}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
