@@ -69,7 +69,7 @@ async def serve(
     from front.identities import GUEST_AUTH
     from front.server import front_options, start_front
     from invoker import nodeview
-    from invoker.admin import admin_credentials, authorized, serve_admin
+    from invoker.admin_http import admin_credentials, authorized, serve_admin
     from invoker.commands.admin import subjects_db
     from invoker.compose import build_invoker
     from whisk.clock import SystemClock

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.0) -> None:
-    from invoker.admin import serve_admin
+    from invoker.admin_http import serve_admin
     from invoker.compose import build_invoker
     from whisk.bus.kafka import KafkaBus
     from whisk.clock import SystemClock

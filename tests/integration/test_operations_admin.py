@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from front.identities import basic_auth
-from invoker.admin import serve_admin
+from invoker.admin_http import serve_admin
 from tests.e2e.platforms import free_port
 from tests.integration.harness import running_invoker
 

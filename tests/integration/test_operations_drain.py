@@ -20,7 +20,7 @@ import pytest
 from containers.docker import DockerBackend
 from containers.docker_local import BINDS, local_images
 from front.identities import basic_auth
-from invoker.admin import serve_admin
+from invoker.admin_http import serve_admin
 from tests.e2e.platforms import free_port
 from tests.integration.harness import running_invoker
 from tests.services import TEST_CONTAINER_LABEL

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from front.identities import basic_auth
-from invoker.admin import serve_admin
+from invoker.admin_http import serve_admin
 from tests.integration.harness import running_invoker
 from tests.reliability.helpers import free_port
 

@@ -17,7 +17,7 @@ from front import config as front_config
 from front.identities import Identities, read_auth_file, subject_identities
 from front.webauth import allowed
 from invoker import config as invoker_config
-from invoker.admin import admin_credentials, authorized
+from invoker.admin_http import admin_credentials, authorized
 from whisk.private import kept_secret, private_dir, write_private
 from whisk.store.embedded import EmbeddedStore
 
