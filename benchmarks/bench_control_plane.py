@@ -30,8 +30,8 @@ from containers.backend import ContainerSpec
 from containers.process import ProcessBackend
 from front.identities import basic_auth
 from invoker.config import available_cores
-from tests.integration.harness import controller, make_config
-from tests.reliability.helpers import InvokerProcess
+from ow_invoker.harness.controller import controller, make_config
+from ow_invoker.harness.processes import InvokerProcess
 from whisk.protocol import dumps
 from whisk.protocol.controller import activation_message
 

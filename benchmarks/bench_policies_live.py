@@ -31,8 +31,8 @@ from pathlib import Path
 from common import kafka_and_couchdb
 
 from invoker.workloads import IO_CPU_MIX, SEBS_MIX, io_cpu_workload, uniform_workload
+from ow_invoker.harness.controller import running_invoker
 from policies import POLICY_NAMES
-from tests.integration.harness import running_invoker
 from whisk.summary import Outcome, summarize
 
 BUSY = b"""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from front.identities import SYSTEM
-from tests.e2e.platforms import ROOT, Platform
+from ow_invoker.harness.processes import ROOT, Platform
 
 
 class Cli:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.platforms import ROOT, Platform, running_platform
+from ow_invoker.harness.processes import ROOT, Platform, running_platform
 
 AIO_NODE_MODULES = ROOT / ".cache" / "aio" / "node_modules"
 SERVERLESS_NODE_MODULES = ROOT / ".cache" / "serverless" / "node_modules"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ow_invoker.harness.processes import ROOT, Platform
 from tests.e2e.clients import Cli, run_node
-from tests.e2e.platforms import ROOT, Platform
 
 pytestmark = pytest.mark.services
 

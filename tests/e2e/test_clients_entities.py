@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from ow_invoker.harness.processes import Platform
 from tests.e2e.clients import Cli, run_node
-from tests.e2e.platforms import Platform
 
 pytestmark = pytest.mark.services
 

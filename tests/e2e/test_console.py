@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.platforms import ROOT, free_port, running_platform
+from ow_invoker.harness.processes import ROOT, free_port, running_platform
 
 pytestmark = pytest.mark.services
 

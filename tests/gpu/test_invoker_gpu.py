@@ -10,7 +10,8 @@ import zipfile
 import pytest
 
 from gpu.config import GpuConfig
-from tests.integration.harness import python_zip, running_invoker
+from ow_invoker.harness.controller import running_invoker
+from tests.integration.harness import python_zip
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.services, pytest.mark.gpu]

@@ -40,7 +40,7 @@ import pytest
 from containers.docker import PREFIX_LABEL
 from containers.docker_engine import Engine
 from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
-from tests.e2e.platforms import ROOT, Platform, running_platform
+from ow_invoker.harness.processes import ROOT, Platform, running_platform
 from tests.integration.test_docker_backend import (  # noqa: F401 (engine_host: a fixture)
     ENGINES,
     engine_host,

@@ -16,7 +16,7 @@ import pytest
 
 from containers.docker import PREFIX_LABEL
 from containers.docker_engine import Engine
-from tests.integration.harness import running_invoker
+from ow_invoker.harness.controller import running_invoker
 from tests.integration.test_docker_backend import (  # noqa: F401 (fixtures, parametrization)
     engine,
     engine_host,

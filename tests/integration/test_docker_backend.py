@@ -55,8 +55,9 @@ from containers.docker_logs import (
     split_glued_sentinel,
 )
 from containers.http import NoAnswer, RuntimeClient
+from ow_invoker.harness.controller import running_invoker
 from tests.integration import test_process_backend as shared
-from tests.integration.harness import PY_HELLO, running_invoker
+from tests.integration.harness import PY_HELLO
 from tests.integration.test_process_backend import (
     ECHO_PY,
     GREEDY,

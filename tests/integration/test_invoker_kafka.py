@@ -10,7 +10,8 @@ import pytest
 from aiokafka import TopicPartition
 
 from containers.placement import SlotState
-from tests.integration.harness import NODE_ECHO, PY_HELLO, python_zip, running_invoker
+from ow_invoker.harness.controller import running_invoker
+from tests.integration.harness import NODE_ECHO, PY_HELLO, python_zip
 from whisk.protocol import QualifiedName, dumps
 from whisk.protocol.controller import GUEST, activation_message
 from whisk.protocol.messages import Identity

@@ -14,8 +14,8 @@ import pytest
 
 from front.identities import basic_auth
 from invoker.admin_http import serve_admin
-from tests.e2e.platforms import free_port
-from tests.integration.harness import running_invoker
+from ow_invoker.harness.controller import running_invoker
+from ow_invoker.harness.processes import free_port
 
 pytestmark = pytest.mark.services
 

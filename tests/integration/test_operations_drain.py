@@ -21,8 +21,8 @@ from containers.docker import DockerBackend
 from containers.docker_local import BINDS, local_images
 from front.identities import basic_auth
 from invoker.admin_http import serve_admin
-from tests.e2e.platforms import free_port
-from tests.integration.harness import running_invoker
+from ow_invoker.harness.controller import running_invoker
+from ow_invoker.harness.processes import free_port
 from tests.services import TEST_CONTAINER_LABEL
 
 pytestmark = pytest.mark.services

@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 
 from front.identities import GUEST_AUTH, basic_auth
-from tests.e2e.platforms import free_port
-from tests.integration.harness import running_invoker
+from ow_invoker.harness.controller import running_invoker
+from ow_invoker.harness.processes import free_port
 from whisk.protocol import QualifiedName
 from whisk.protocol.controller import action_document
 

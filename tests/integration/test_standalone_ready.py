@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 from front.identities import GUEST_AUTH, basic_auth
-from tests.e2e.platforms import free_port
+from ow_invoker.harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = "def main(args):\n    return {'hi': args.get('name', 'you')}\n"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from front.identities import GUEST_AUTH, basic_auth
-from tests.e2e.platforms import free_port
+from ow_invoker.harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BOB = f"{uuid.uuid4()}:" + "b" * 64

@@ -11,8 +11,8 @@ import pytest
 
 from front.identities import basic_auth
 from invoker.admin_http import serve_admin
-from tests.integration.harness import running_invoker
-from tests.reliability.helpers import free_port
+from ow_invoker.harness.controller import running_invoker
+from ow_invoker.harness.processes import free_port
 
 pytestmark = pytest.mark.services
 

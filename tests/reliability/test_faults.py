@@ -13,9 +13,11 @@ import pytest
 
 from containers import cgroups
 from front.identities import basic_auth
-from tests.integration.harness import PY_HELLO, controller, make_config, running_invoker
+from ow_invoker.harness.controller import controller, make_config, running_invoker
+from ow_invoker.harness.processes import InvokerProcess
+from tests.integration.harness import PY_HELLO
 from tests.procs import freezer_dir, frozen, wait_until
-from tests.reliability.helpers import InvokerProcess, processes_with_marker
+from tests.reliability.helpers import processes_with_marker
 
 pytestmark = pytest.mark.services
 

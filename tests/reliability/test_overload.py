@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from tests.integration.harness import running_invoker
+from ow_invoker.harness.controller import running_invoker
 from whisk.protocol import dumps
 from whisk.protocol.controller import activation_message
 

@@ -12,8 +12,9 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.integration.harness import PY_HELLO, controller, make_config
-from tests.reliability.helpers import InvokerProcess
+from ow_invoker.harness.controller import controller, make_config
+from ow_invoker.harness.processes import InvokerProcess
+from tests.integration.harness import PY_HELLO
 from whisk.protocol import QualifiedName, dumps
 from whisk.protocol.controller import activation_message
 

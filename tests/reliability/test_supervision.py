@@ -19,8 +19,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.integration.harness import PY_HELLO, controller, make_config
-from tests.reliability.helpers import ROOT, InvokerProcess
+from ow_invoker.harness.controller import controller, make_config
+from ow_invoker.harness.processes import InvokerProcess
+from tests.integration.harness import PY_HELLO
+from tests.reliability.helpers import ROOT
 from whisk.clock import SystemClock
 from whisk.protocol import dumps
 from whisk.protocol.controller import activation_message

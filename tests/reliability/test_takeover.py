@@ -17,8 +17,8 @@ import front.balancer
 from front.balancer import Health, Result
 from front.controller import Controller
 from front.identities import GUEST, SYSTEM
-from tests.integration.harness import controller, make_config
-from tests.reliability.helpers import InvokerProcess
+from ow_invoker.harness.controller import controller, make_config
+from ow_invoker.harness.processes import InvokerProcess
 from whisk.bus.kafka import KafkaBus
 from whisk.clock import SystemClock
 from whisk.store.couch import CouchStore

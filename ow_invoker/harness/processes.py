@@ -1,9 +1,7 @@
-"""Starting the whole platform as separate processes (for end-to-end tests and benchmarks).
-
-- ``embedded``: ``ow-invoker standalone`` (in-process bus, embedded store, process containers);
-- ``kafka``: ``ow-invoker front`` and ``ow-invoker run --id 0`` as two processes over a real
-  Kafka broker and CouchDB-API server.
-"""
+"""The project's own processes as children, configured like the services they join:
+``ow-invoker run`` (:class:`InvokerProcess`) and a whole platform, embedded (``standalone``)
+or ``front`` + ``run`` on Kafka and CouchDB (:func:`running_platform`). Secrets go in the
+children's environment, never on a command line, which every local process can read."""
 
 from __future__ import annotations
 
@@ -13,20 +11,24 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from front.identities import GUEST_AUTH, basic_auth
+from invoker.config import InvokerConfig
+from ow_invoker.harness.controller import CouchAddress, KafkaAddress
+from whisk.clock import SystemClock
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the project: the children run from there
 
 
 def free_port() -> int:
+    """A port free on 127.0.0.1 now (the kernel's pick)."""
     import socket
 
     with socket.socket() as s:
@@ -91,8 +93,9 @@ def _healthy(url: str) -> bool:
 
 
 def _wait(url: str, procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+    clock = SystemClock()
+    deadline = clock.now() + 90
+    while clock.now() < deadline:
         if _healthy(url):
             return
         for p, log in zip(procs, logs, strict=True):
@@ -119,7 +122,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 @contextmanager
 def running_platform(
-    mode: str, tmp: Path, kafka: Any = None, couchdb: Any = None, extra: tuple[str, ...] = ()
+    mode: str,
+    tmp: Path,
+    kafka: KafkaAddress | None = None,
+    couchdb: CouchAddress | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[Platform]:
     """Start the platform in ``mode``; ``kafka``/``couchdb`` are the services for "kafka"."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -149,6 +156,7 @@ def running_platform(
             )
         ]
     else:
+        assert kafka is not None and couchdb is not None, "mode kafka needs both services"
         services = [
             "--kafka",
             kafka.bootstrap,
@@ -186,3 +194,81 @@ def running_platform(
         yield Platform(mode, url, state=tmp / "state", pids=tuple(p.pid for p in procs))
     finally:
         _stop(procs)
+
+
+class InvokerProcess:
+    """``ow-invoker run`` as a child process, configured like ``config``."""
+
+    def __init__(
+        self, config: InvokerConfig, kafka: str, couchdb: CouchAddress, log_path: Path
+    ) -> None:
+        self.config = config
+        self.kafka = kafka
+        self.couchdb = couchdb
+        self.log_path = log_path
+        self.admin_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.entry = ["-m", "ow_invoker"]  # or a script that calls ow_invoker.cli.main
+        self.extra_args: list[str] = []
+
+    def start(self) -> None:
+        c = self.config
+        args = [
+            sys.executable,
+            *self.entry,
+            "run",
+            "--id",
+            str(c.instance),
+            "--unique-name",
+            c.unique_name or str(c.instance),
+            "--kafka",
+            self.kafka,
+            "--topic-prefix",
+            c.topic_prefix,
+            "--couchdb-url",
+            self.couchdb.url,
+            "--couchdb-user",
+            self.couchdb.user,
+            "--db-prefix",
+            c.db_prefix,
+            "--state-dir",
+            c.state_dir,
+            "--policy",
+            c.policy,
+            "--action-cores",
+            ",".join(map(str, c.action_cores)) + ",",
+            "--user-memory-mb",
+            str(c.user_memory_mb),
+            "--admin-port",
+            str(self.admin_port),
+            "--shutdown-deadline",
+            "10",
+            *self.extra_args,
+        ]
+        # Secrets in the environment: a command line is readable by every local process.
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "CONFIG_whisk_couchdb_password": self.couchdb.password,
+            "CONFIG_whisk_invoker_password": c.admin_password or "invoker.pass",
+        }
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=log)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
