@@ -396,6 +396,7 @@ class DockerBackend:
         log_driver: str | None = "json-file",
         log_source: str = "auto",
         max_concurrent_creates: int = 10,
+        dns: tuple[Sequence[str], Sequence[str], Sequence[str]] = ((), (), ()),
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name_prefix):
             raise ValueError(f"bad name prefix {name_prefix!r}")
@@ -422,6 +423,7 @@ class DockerBackend:
         self.max_response_bytes = max_response_bytes
         self.pids_limit = pids_limit
         self.shm_size_mb = shm_size_mb
+        self.dns = tuple(tuple(v) for v in dns)
         self.nofile = nofile
         self.log_driver = log_driver
         self.log_source = log_source
@@ -620,6 +622,9 @@ class DockerBackend:
             host["LogConfig"] = {"Type": self.log_driver, "Config": {}}
         if self.binds:
             host["Binds"] = list(self.binds)
+        for key, values in zip(("Dns", "DnsSearch", "DnsOptions"), self.dns, strict=True):
+            if values:  # the stock invoker's --dns, --dns-search, --dns-opt
+                host[key] = list(values)
         labels = {**self.labels, **spec.labels, PREFIX_LABEL: self.name_prefix}
         config: dict[str, Any] = {
             "Image": image,

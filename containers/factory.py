@@ -17,6 +17,7 @@ def make_backend(
     docker_reach: str = "netns",
     docker_network: str = "bridge",
     docker_shm_size_mb: int = 64,
+    docker_dns: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ()),
     action_user: str | None = None,
     sandbox: str = "namespaces",
     action_network: str = "outbound",
@@ -47,5 +48,6 @@ def make_backend(
             network=docker_network,
             pids_limit=pids_limit,
             shm_size_mb=docker_shm_size_mb,
+            dns=docker_dns,
         )
     raise ValueError(f"unknown container backend {kind!r}: choose process or docker")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hmac
 import logging
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,10 +145,13 @@ def admin_app(invoker: Invoker) -> web.Application:
     return app
 
 
-async def serve_admin(invoker: Invoker, host: str, port: int) -> web.AppRunner:
+async def serve_admin(
+    invoker: Invoker, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+) -> web.AppRunner:
+    """``ssl_context``: https (the stock ``CONFIG_whisk_invoker_protocol``)."""
     runner = web.AppRunner(admin_app(invoker), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
     if not invoker.config.admin_password:
         log.info(
             "admin API on %s:%s: user %s, password in %s",

@@ -12,13 +12,20 @@ from whisk.manifest import Manifest
 from whisk.store import Store
 
 
+def runtime_manifest(cfg: InvokerConfig) -> Manifest:
+    """The stock manifest when configured (``RUNTIMES_MANIFEST``: JSON or a path), its
+    runtime images from ``runtimes_registry`` when one is given."""
+    manifest = Manifest.from_setting(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
+    return manifest.with_registry(cfg.runtimes_registry)
+
+
 def build_invoker(
     cfg: InvokerConfig, *, bus: Bus, store: Store, clock: Clock, manifest: Manifest | None = None
 ) -> Invoker:
     """The container backend named by ``cfg.backend``, the runtime manifest (stock file when
     configured), and the GPU pool when ``cfg.gpu`` is set (``--gpu-devices``)."""
     if manifest is None:
-        manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
+        manifest = runtime_manifest(cfg)
     if cfg.runtime_images:
         manifest = manifest.with_images(dict(i.split("=", 1) for i in cfg.runtime_images))
     backend = make_backend(
@@ -30,6 +37,7 @@ def build_invoker(
         docker_reach=cfg.docker_reach,
         docker_network=cfg.docker_network,
         docker_shm_size_mb=cfg.docker_shm_size_mb,
+        docker_dns=(cfg.docker_dns_servers, cfg.docker_dns_search, cfg.docker_dns_options),
         action_user=cfg.action_user,
         sandbox=cfg.sandbox,
         action_network=cfg.action_network,

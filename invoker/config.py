@@ -1,6 +1,7 @@
 """Invoker configuration: defaults for a local deployment, overridden in order by a TOML
-config file, environment variables (ours, ``OW_INVOKER_<FIELD>``, and the stock invoker's
-names such as ``KAFKA_HOSTS``), and command-line flags (:mod:`whisk.settings` reads them).
+config file, the stock invoker's environment (``KAFKA_HOSTS``, ``CONFIG_whisk_…``: read,
+refused or ignored by :mod:`invoker.stock`, the one place that knows those names), our own
+variables (``OW_INVOKER_<FIELD>``), and command-line flags (:mod:`whisk.settings` reads them).
 The GPU pool's settings are :class:`gpu.config.GpuConfig`'s, as ``--gpu-<field>``.
 Validated once, then frozen."""
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu.config import GpuConfig
+from invoker import stock
+from whisk.bus.kafka_security import KafkaSecurity
 from whisk.settings import Settings, parse_memory_mb, setting
 
 
@@ -50,39 +53,48 @@ def default_cores(count: int | None = None) -> tuple[int, ...]:
     return tuple(cores[-count:])
 
 
+def _non_empty(text: str | None) -> str | None:
+    """The stock invoker's reading of ``--uniqueName ""``: not given."""
+    return (text or "").strip() or None
+
+
 @dataclass(frozen=True)
 class InvokerConfig:
     instance: int = setting(
         0, env=("INVOKER_ID",), aliases=("--id",), help="invoker instance id N (topic invoker<N>)"
     )
-    unique_name: str | None = setting(None, help="uniqueName shown in pings and container names")
-    displayed_name: str | None = setting(None, help="displayedName shown in pings")
-    kafka: str = setting("127.0.0.1:9092", env=("KAFKA_HOSTS",), help="Kafka bootstrap servers")
-    topic_prefix: str = setting(
-        "", env=("CONFIG_whisk_kafka_topics_prefix",), help="Kafka topic prefix"
+    unique_name: str | None = setting(
+        None,
+        aliases=("--uniqueName",),
+        convert=_non_empty,
+        help="uniqueName shown in pings and container names",
+    )
+    displayed_name: str | None = setting(
+        None, aliases=("--displayedName",), convert=_non_empty, help="displayedName shown in pings"
+    )
+    kafka: str = setting("127.0.0.1:9092", help="Kafka bootstrap servers")
+    topic_prefix: str = setting("", help="Kafka topic prefix")
+    kafka_replication_factor: int = setting(1, help="replication factor of the invoker<N> topic")
+    kafka_security: KafkaSecurity = setting(  # noqa: RUF009 (a field(), as every setting() is)
+        factory=KafkaSecurity, help="Kafka TLS and SASL (stock: CONFIG_whisk_kafka_common_*)"
+    )
+    invoker_topic_retention_bytes: int | None = setting(
+        None, help="retention.bytes of invoker<N> when this invoker creates it (stock: 1 GiB)"
+    )
+    invoker_topic_retention_ms: int | None = setting(
+        None, help="retention.ms of invoker<N> when this invoker creates it (stock: 48 h)"
+    )
+    invoker_topic_segment_bytes: int | None = setting(
+        None, help="segment.bytes of invoker<N> when this invoker creates it (stock: 512 MiB)"
     )
     couchdb_url: str = setting("http://127.0.0.1:5984", help="CouchDB-API server URL")
-    couchdb_user: str = setting(
-        "whisk_admin", env=("CONFIG_whisk_couchdb_username",), help="CouchDB user"
-    )
-    couchdb_password: str = setting(
-        "some_passw0rd",
-        env=("CONFIG_whisk_couchdb_password",),
-        help="CouchDB password",
-        secret=True,
-    )
-    db_prefix: str = setting(
-        "whisk_local_", env=("DB_PREFIX",), help="CouchDB database name prefix"
-    )
-    db_whisks: str | None = setting(None, env=("DB_WHISK_ACTIONS",), help="actions database name")
-    db_activations: str | None = setting(
-        None, env=("DB_WHISK_ACTIVATIONS",), help="activations database name"
-    )
+    couchdb_user: str = setting("whisk_admin", help="CouchDB user")
+    couchdb_password: str = setting("some_passw0rd", help="CouchDB password", secret=True)
+    db_prefix: str = setting("whisk_local_", help="CouchDB database name prefix")
+    db_whisks: str | None = setting(None, help="actions database name")
+    db_activations: str | None = setting(None, help="activations database name")
     user_memory_mb: int = setting(
-        2048,
-        env=("CONFIG_whisk_containerPool_userMemory",),
-        convert=parse_memory_mb,
-        help="memory for action containers",
+        2048, convert=parse_memory_mb, help="memory for action containers (2048, 2048m, 2g)"
     )
     action_cores: tuple[int, ...] = setting(
         factory=default_cores,
@@ -112,8 +124,23 @@ class InvokerConfig:
         "bridge", help="Docker network of action containers, none for no network (docker)"
     )
     docker_shm_size_mb: int = setting(64, help="size of each container's /dev/shm in MB (docker)")
+    docker_dns_servers: tuple[str, ...] = setting(
+        factory=tuple, help="DNS servers of action containers (docker)"
+    )
+    docker_dns_search: tuple[str, ...] = setting(
+        factory=tuple, help="DNS search domains of action containers (docker)"
+    )
+    docker_dns_options: tuple[str, ...] = setting(
+        factory=tuple, help="resolver options of action containers (docker)"
+    )
+    container_env: tuple[str, ...] = setting(
+        factory=tuple, help="KEY=VALUE,... added to every action container's environment"
+    )
     runtimes_manifest: str | None = setting(
-        None, env=("RUNTIMES_MANIFEST",), help="path of a stock runtimes.json"
+        None, help="the stock runtimes manifest: its JSON, or the path of a file holding it"
+    )
+    runtimes_registry: str = setting(
+        "", help="registry prefixed to the manifest's runtime images (stock runtimesRegistry)"
     )
     runtime_images: tuple[str, ...] = setting(
         factory=tuple, help="image overrides KIND=IMAGE,... for the docker backend"
@@ -143,15 +170,21 @@ class InvokerConfig:
         help="with --sandbox none: run actions as this user, e.g. nobody (the invoker as root)",
     )
     admin_host: str = setting("127.0.0.1", help="admin HTTP listen address")
-    admin_port: int = setting(8085, env=("PORT",), help="admin HTTP port (/ping, /metrics, ...)")
-    admin_user: str = setting(
-        "invoker.user", env=("CONFIG_whisk_invoker_username",), help="admin user"
-    )
+    admin_port: int = setting(8085, help="admin HTTP port (/ping, /metrics, ...)")
+    admin_user: str = setting("invoker.user", help="admin user")
     admin_password: str | None = setting(
         None,
-        env=("CONFIG_whisk_invoker_password",),
         help="admin password (default: a random one, kept in <state-dir>/admin.password, 0600)",
         secret=True,
+    )
+    admin_tls_keystore: str | None = setting(
+        None, help="serve the admin API over https with this key and certificate (PEM or PKCS12)"
+    )
+    admin_tls_keystore_password: str | None = setting(
+        None, help="password of the admin keystore", secret=True
+    )
+    admin_tls_client_auth: bool = setting(
+        False, help="https: clients must show a certificate that the keystore holds"
     )
     api_host: str = setting("http://127.0.0.1:3233", help="__OW_API_HOST given to actions")
     pause_grace_s: float = setting(10.0, help="idle seconds before a warm container is paused")
@@ -196,6 +229,19 @@ class InvokerConfig:
             raise ValueError(
                 f"docker_reach: netns, publish, address or host, not {self.docker_reach!r}"
             )
+        if self.backend != "docker" and (
+            self.docker_dns_servers or self.docker_dns_search or self.docker_dns_options
+        ):
+            raise ValueError(
+                "DNS settings of action containers (CONFIG_whisk_containerFactory_containerArgs"
+                "_dns*) are the docker backend's: the process backend's actions use the "
+                "host's resolver (--backend docker, or unset them)"
+            )
+        for item in self.container_env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", item, re.DOTALL):
+                raise ValueError(f"container_env: KEY=VALUE, not {item!r}")
+        if self.kafka_replication_factor < 1:
+            raise ValueError("kafka_replication_factor must be at least 1")
         if self.pids_limit < 1 or self.docker_shm_size_mb < 1:
             raise ValueError("pids_limit and docker_shm_size_mb must be positive")
         if self.fc_window_s <= 0:
@@ -226,6 +272,18 @@ class InvokerConfig:
         return self.db_activations or f"{self.db_prefix}activations"
 
     @property
+    def invoker_topic_config(self) -> dict[str, str]:
+        """The stock topic settings of invoker<N>, with any the operator gave."""
+        from whisk.bus.kafka import INVOKER_TOPIC_CONFIG
+
+        given = {
+            "retention.bytes": self.invoker_topic_retention_bytes,
+            "retention.ms": self.invoker_topic_retention_ms,
+            "segment.bytes": self.invoker_topic_segment_bytes,
+        }
+        return {**INVOKER_TOPIC_CONFIG, **{k: str(v) for k, v in given.items() if v is not None}}
+
+    @property
     def invoker_topic(self) -> str:
         return f"{self.topic_prefix}invoker{self.instance}"
 
@@ -243,13 +301,26 @@ class InvokerConfig:
 
 
 SETTINGS: Settings[InvokerConfig] = Settings(
-    InvokerConfig, env_prefix="OW_INVOKER_", section="invoker"
+    InvokerConfig, env_prefix="OW_INVOKER_", section="invoker", stock=stock.read
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser, skip: Collection[str] = ()) -> None:
     """One ``--flag`` per setting, the GPU pool's as ``--gpu-<field>`` (see :class:`Settings`)."""
     SETTINGS.add_arguments(parser, skip)
+
+
+def instance_given(
+    args: argparse.Namespace | None, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether any source names the instance id (the default 0 is no choice of the operator's)."""
+    environ = os.environ if environ is None else environ
+    if getattr(args, "instance", None) is not None:
+        return True
+    if any(name in environ for name in SETTINGS.env_names(SETTINGS.leaf("instance"))):
+        return True
+    config_file = getattr(args, "config", None)
+    return config_file is not None and "instance" in SETTINGS.read_file(config_file)
 
 
 def load(

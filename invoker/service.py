@@ -34,7 +34,6 @@ from invoker.offsets import OffsetTracker
 from invoker.scheduler import Call, NodeScheduler, Preemption
 from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 from whisk.bus import Bus, Consumer, Producer, Record
-from whisk.bus.kafka import INVOKER_TOPIC_CONFIG
 from whisk.clock import Clock
 from whisk.manifest import BLACKBOX, Manifest
 from whisk.protocol import (
@@ -132,7 +131,10 @@ class Invoker:
             user_memory_mb=config.user_memory_mb,
             clock=clock,
             name_prefix=config.container_prefix,
-            container_env={"__OW_API_HOST": config.api_host},
+            container_env={
+                **dict(item.split("=", 1) for item in config.container_env),
+                "__OW_API_HOST": config.api_host,
+            },
             image_for=self._image_for,
             cpu_shares=self._cpu_shares,
             stem_cells=self._stem_cells(),
@@ -228,7 +230,7 @@ class Invoker:
 
     async def start(self) -> None:
         """Join the deployment: topic, producer, containers, consumer, pings."""
-        await self.bus.ensure_topic(self.config.invoker_topic, INVOKER_TOPIC_CONFIG)
+        await self.bus.ensure_topic(self.config.invoker_topic, self.config.invoker_topic_config)
         await self.producer.start()
         await self.bulk_producer.start()
         await self.records.start()

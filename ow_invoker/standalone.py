@@ -71,10 +71,9 @@ async def serve(
     from invoker import nodeview
     from invoker.admin_http import admin_credentials, authorized, serve_admin
     from invoker.commands.admin import subjects_db
-    from invoker.compose import build_invoker
+    from invoker.compose import build_invoker, runtime_manifest
     from whisk.clock import SystemClock
     from whisk.lifecycle import NodeFailed, wait_for_signal_or
-    from whisk.manifest import Manifest
     from whisk.supervisor import first_failure
 
     clock = SystemClock()
@@ -84,7 +83,7 @@ async def serve(
     if args.kafka:
         from whisk.bus.kafka import KafkaBus
 
-        bus = KafkaBus(cfg.kafka)
+        bus = KafkaBus(cfg.kafka, cfg.kafka_replication_factor, cfg.kafka_security)
         await bus.wait_ready()
     else:
         from whisk.bus.memory import MemoryBus
@@ -99,7 +98,7 @@ async def serve(
         from whisk.store.embedded import EmbeddedStore
 
         store = EmbeddedStore(state / "openwhisk.sqlite3")
-    manifest = Manifest.load(cfg.runtimes_manifest) if cfg.runtimes_manifest else Manifest()
+    manifest = runtime_manifest(cfg)
     options = front_options(front_cfg)
     # Built (not started) before the front, whose console shows its scheduler.
     invoker = build_invoker(cfg, bus=bus, store=store, clock=clock, manifest=manifest)

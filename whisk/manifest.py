@@ -138,6 +138,26 @@ class Manifest:
     def load(cls, path: str | Path) -> Manifest:
         return cls.from_stock_json(json.loads(Path(path).read_text()))
 
+    @classmethod
+    def from_setting(cls, text: str) -> Manifest:
+        """``RUNTIMES_MANIFEST``: the manifest's JSON itself, as ansible (``runtimesManifest
+        | to_json``) and the Helm chart pass it, or the path of a file holding it."""
+        if text.lstrip().startswith("{"):
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("a runtimes manifest is a JSON object")
+            return cls.from_stock_json(data)
+        return cls.load(text)
+
+    def with_registry(self, registry: str) -> Manifest:
+        """Runtime images pulled from ``registry`` (the stock ``runtimesRegistry.url``,
+        prefixed to each runtime image's name as ``docker pull`` takes it)."""
+        prefix = registry.strip().rstrip("/")
+        if not prefix:
+            return self
+        runtimes = {k: replace(r, image=f"{prefix}/{r.image}") for k, r in self.runtimes.items()}
+        return replace(self, runtimes=runtimes)
+
 
 def _memory_mb(text: str) -> int:
     value, _, unit = text.strip().partition(" ")

@@ -4,7 +4,9 @@ Each field is declared once, with :func:`setting`, and gets from that declaratio
 ``--flag``, its environment names (``<PREFIX><FIELD>`` and any stock names such as
 ``KAFKA_HOSTS``), its TOML key and its converter. Precedence, lowest first: the dataclass
 defaults, a command's own ``defaults``, the TOML file (``--config``, optionally under
-``[<section>]``), the environment (stock names, then ours), flags, then ``overrides``.
+``[<section>]``), the ``stock`` reader's values (names that map onto several settings or
+need more than a converter), the environment (stock names, then ours), flags, then
+``overrides``.
 
 A field whose type is itself a settings dataclass (``gpu: GpuConfig | None``) is a *group*:
 its fields read as ``--gpu-<field>``, ``<PREFIX>GPU_<FIELD>`` and ``gpu_<field>`` (or a
@@ -170,6 +172,8 @@ class Settings(Generic[T]):
     cls: type[T]
     env_prefix: str  # "OW_INVOKER_": OW_INVOKER_KAFKA, OW_INVOKER_GPU_DEVICES
     section: str  # TOML table read when present ("invoker"); else the whole file
+    # environment -> flat keys and values (raises ValueError for a value it refuses)
+    stock: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None
 
     # -- the fields, flattened ----------------------------------------------------------
 
@@ -205,6 +209,10 @@ class Settings(Generic[T]):
     def keys(self) -> frozenset[str]:
         """Every flat key (and group name): what a TOML file or ``overrides`` may name."""
         return frozenset([leaf.key for leaf in self._leaves] + list(self._groups))
+
+    def leaf(self, key: str) -> _Leaf:
+        """One setting by its flat key."""
+        return next(leaf for leaf in self._leaves if leaf.key == key)
 
     def env_names(self, leaf: _Leaf) -> tuple[str, ...]:
         """Environment names of one setting, in reading order (the last one set wins)."""
@@ -310,6 +318,8 @@ class Settings(Generic[T]):
         config_file = getattr(args, "config", None) if args is not None else None
         if config_file:
             values.update(self.read_file(config_file, tolerate))
+        if self.stock is not None:
+            values.update(self.stock(environ))
         for leaf in leaves:
             for name in self.env_names(leaf):
                 if name in environ:

@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.0) -> None:
     from invoker.admin_http import serve_admin
+    from invoker.admin_tls import admin_ssl_context
     from invoker.compose import build_invoker
     from whisk.bus.kafka import KafkaBus
     from whisk.clock import SystemClock
@@ -37,7 +38,8 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     # Spooled records, the admin password, the containers: the invoker's alone (0711 lets an
     # --action-user reach its containers' directories, listing nothing).
     private_dir(cfg.state_dir, 0o711 if cfg.action_user else 0o700)
-    bus = KafkaBus(cfg.kafka)
+    admin_tls = admin_ssl_context(cfg)  # a bad keystore fails now, not after joining
+    bus = KafkaBus(cfg.kafka, cfg.kafka_replication_factor, cfg.kafka_security)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)
     log.info("waiting for Kafka at %s and CouchDB at %s", cfg.kafka, cfg.couchdb_url)
     await bus.wait_ready(timeout_s=float("inf"))  # as long as it takes, saying so
@@ -46,8 +48,9 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
         await store.ensure_db(db)
     invoker = build_invoker(cfg, bus=bus, store=store, clock=SystemClock())
     await invoker.start()
-    admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port)
-    log.info("admin HTTP on http://%s:%d", cfg.admin_host, cfg.admin_port)
+    admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port, admin_tls)
+    scheme = "https" if admin_tls else "http"
+    log.info("admin API on %s://%s:%d", scheme, cfg.admin_host, cfg.admin_port)
     failure = None
     try:
         failure = await wait_for_signal_or(invoker.supervisor.wait_failed())
@@ -73,6 +76,12 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
 
 def main(args: argparse.Namespace) -> int:
     cfg = configuration.load(args)
+    if cfg.unique_name and not configuration.instance_given(args):
+        # The stock invoker would ask ZooKeeper for an id; taking 0 would be another's.
+        raise ValueError(
+            f"--uniqueName {cfg.unique_name} without --id: the stock invoker asks ZooKeeper "
+            "(ZOOKEEPER_HOSTS) for an id then; ow-invoker needs the id: add --id N"
+        )
     logs.setup(cfg.log_level)
     try:
         asyncio.run(serve(cfg, args.shutdown_deadline))

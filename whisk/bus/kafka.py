@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -21,6 +21,7 @@ from aiokafka.errors import (
 from aiokafka.structs import OffsetAndMetadata
 
 from whisk.bus.base import BusUnavailable, MessageTooLarge, Record
+from whisk.bus.kafka_security import KafkaSecurity
 from whisk.protocol.messages import MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class KafkaConsumer:
         group: str,
         session_timeout_ms: int = 30_000,
         heartbeat_interval_ms: int = 10_000,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.topic = topic
         self.bootstrap = bootstrap
@@ -95,6 +97,7 @@ class KafkaConsumer:
             fetch_max_wait_ms=500,
             max_partition_fetch_bytes=2 * MAX_MESSAGE_BYTES,
             fetch_max_bytes=8 * MAX_MESSAGE_BYTES,
+            **(client_options or {}),
         )
         self._consumer = self._make()
         self._paused = False
@@ -145,7 +148,11 @@ class KafkaConsumer:
 
 class KafkaProducer:
     def __init__(
-        self, bootstrap: str, request_timeout_ms: int = 30_000, linger_ms: int = 0
+        self,
+        bootstrap: str,
+        request_timeout_ms: int = 30_000,
+        linger_ms: int = 0,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self._make = lambda: AIOKafkaProducer(
@@ -154,6 +161,7 @@ class KafkaProducer:
             max_request_size=MAX_MESSAGE_BYTES,
             request_timeout_ms=request_timeout_ms,
             linger_ms=linger_ms,
+            **(client_options or {}),
         )
         self._producer = self._make()
 
@@ -183,23 +191,44 @@ class TopicError(ValueError):
 
 
 class KafkaBus:
-    def __init__(self, bootstrap: str, replication_factor: int = 1, **consumer_options: int):
+    """``security``: TLS and SASL for every client (one SSL context, made here, so a bad
+    key or CA file fails at start)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        replication_factor: int = 1,
+        security: KafkaSecurity | None = None,
+        **consumer_options: int,
+    ):
         self.bootstrap = bootstrap
         self.replication_factor = replication_factor
         self._consumer_options = consumer_options
+        self._client_options = security.client_options() if security else {}
 
     def consumer(self, topic: str, group: str) -> KafkaConsumer:
-        return KafkaConsumer(self.bootstrap, topic, group, **self._consumer_options)
+        return KafkaConsumer(
+            self.bootstrap,
+            topic,
+            group,
+            client_options=self._client_options,
+            **self._consumer_options,
+        )
 
     def producer(self, batching: bool = False) -> KafkaProducer:
         # Batching (a 5 ms linger) halves the broker's work per ack under load.
-        return KafkaProducer(self.bootstrap, linger_ms=5 if batching else 0)
+        return KafkaProducer(
+            self.bootstrap, linger_ms=5 if batching else 0, client_options=self._client_options
+        )
+
+    def _admin(self) -> AIOKafkaAdminClient:
+        return AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self._client_options)
 
     async def ensure_topic(self, topic: str, config: dict[str, str]) -> None:
         """Create ``topic`` unless it exists. The broker answers per topic inside its response
         rather than by raising: "already exists" is fine, any other answer is a
         :class:`TopicError` naming the topic and the broker's reason."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = self._admin()
         await admin.start()
         try:
             response = await admin.create_topics(
@@ -225,7 +254,7 @@ class KafkaBus:
         deadline = asyncio.get_running_loop().time() + timeout_s
         attempts = 0
         while True:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            admin = self._admin()
             try:
                 await admin.start()
                 await admin.close()
