@@ -1,0 +1,180 @@
+"""Figures in the docs that a deterministic command prints (the simulator on a virtual
+clock, the committed fuzz corpus) are regenerated here and compared with the text, to the
+digits the text shows: a change of the code that moves them fails until the docs follow.
+Figures of timed benchmarks carry their date and command instead (docs/testing.md lists
+which are which)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from ow_invoker.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SEBS_120 = "--workload sebs --intensity 120 --cores 4 --seed 1 --cold-start 0.5"
+SEBS_CPU_120 = "--workload sebs-cpu --intensity 120 --cores 4 --seed 1 --cold-start 0.5"
+IO_CPU = "--workload io-cpu --cores 1 --policy fc --policy fifo --policy openwhisk"
+SEBS_150 = "--workload sebs --intensity 150 --cores 4 --seed 1 --policy sept"
+TIMES = "\u00d7"  # the docs' multiplication sign
+
+
+@cache
+def simulate(args: str) -> dict[str, dict]:
+    """``ow-invoker simulate ARGS --json``, by policy."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["simulate", *args.split(), "--json"]) == 0
+    runs = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+    return {r["policy"]: r for r in runs}
+
+
+def doc(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+def flat(text: str) -> str:
+    """Whitespace collapsed, so that a phrase matches across the text's line breaks."""
+    return " ".join(text.split())
+
+
+def table(text: str, header: str) -> dict[str, list[str]]:
+    """The rows (first cell -> the other cells, bold marks dropped) of the Markdown table
+    whose header row starts with ``header``."""
+    lines = text[text.index(header) :].splitlines()
+    rows = {}
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def same(value: float, shown: str) -> bool:
+    """Whether ``value`` prints as ``shown`` at the digits ``shown`` has."""
+    digits = len(shown.partition(".")[2])
+    return f"{value:.{digits}f}" == shown
+
+
+def check_table(rows: dict[str, list[str]], expected: dict[str, list[float]]) -> None:
+    wrong = [
+        (policy, shown, f"{value:.4f}")
+        for policy, values in expected.items()
+        for shown, value in zip(rows[policy], values, strict=True)
+        if not same(value, shown)
+    ]
+    assert not wrong, f"documented / printed: {wrong}"
+
+
+def fn_mean(run: dict, function: str) -> float:
+    return run["per_function"][function]["mean_response_s"]
+
+
+def test_the_all_cpu_bound_sebs_table_in_policies_md():
+    text = doc("docs/policies.md")
+    assert f"ow-invoker simulate {SEBS_CPU_120.replace('120', 'I')}" in flat(text)
+    runs = simulate(SEBS_CPU_120)
+    fifo = runs["fifo"]["mean_response_s"]
+    expected = {
+        p: [
+            r["mean_response_s"],
+            r["p50_response_s"],
+            r["p95_response_s"],
+            r["p99_response_s"],
+            r["mean_stretch"],
+            r["mean_response_s"] / fifo,
+        ]
+        for p, r in runs.items()
+    }
+    check_table(table(text, "| intensity 120 (480 calls) |"), expected)
+    fc, ow = runs["fc"], runs["openwhisk"]
+    said = (
+        f"`fc` {fc['mean_response_s']:.2f} s against `openwhisk` {ow['mean_response_s']:.2f} s "
+        f"({fc['mean_response_s'] / ow['mean_response_s']:.2f}{TIMES}, stretch "
+        f"{fc['mean_stretch'] / ow['mean_stretch']:.2f}{TIMES}); there `010.sleep` (burning "
+        f"its second) answers in {fn_mean(fc, '010.sleep'):.2f} s under `fc`"
+    )
+    assert said in flat(text)
+
+
+def test_the_sebs_table_with_measured_shares_in_policies_md():
+    text = doc("docs/policies.md")
+    assert f"ow-invoker simulate {SEBS_120}" in flat(text)
+    runs = simulate(SEBS_120)
+    ow = runs["openwhisk"]
+    expected = {
+        p: [
+            r["mean_response_s"],
+            r["p50_response_s"],
+            r["p95_response_s"],
+            r["p99_response_s"],
+            r["mean_stretch"],
+            r["mean_response_s"] / ow["mean_response_s"],
+            r["mean_stretch"] / ow["mean_stretch"],
+            fn_mean(r, "010.sleep"),
+        ]
+        for p, r in runs.items()
+    }
+    check_table(
+        table(text, "| policy | mean R (s) | p50 R | p95 R | p99 R | mean stretch | R / openwhisk"),
+        expected,
+    )
+
+
+def test_the_io_cpu_table_in_policies_md():
+    text = doc("docs/policies.md")
+    assert f"ow-invoker simulate {IO_CPU}" in flat(text)
+    runs = simulate(IO_CPU)
+    ow = runs["openwhisk"]
+    expected = {
+        p: [
+            r["mean_response_s"],
+            r["p95_response_s"],
+            r["mean_stretch"],
+            r["mean_response_s"] / ow["mean_response_s"],
+            r["mean_stretch"] / ow["mean_stretch"],
+            fn_mean(r, "sleep"),
+            fn_mean(r, "spin"),
+        ]
+        for p, r in runs.items()
+    }
+    check_table(table(text, "| policy | mean R (s) | p95 R | mean stretch |"), expected)
+
+
+def test_the_intensity_150_preemption_figures_in_policies_md():
+    text = flat(doc("docs/policies.md"))
+    assert f"ow-invoker simulate {SEBS_150} --json" in text
+    plain = simulate(SEBS_150)["sept"]
+    preempt = simulate(SEBS_150 + " --preempt")["sept"]
+    dna = plain["per_function"]["504.dna-visualisation"]
+    share = dna["calls"] * dna["mean_response_s"] / (plain["calls"] * plain["mean_response_s"])
+    assert (
+        f"the {dna['calls']} calls of 504.dna-visualisation (4.7 s each) answer in "
+        f"{dna['mean_response_s']:.2f} s on average, against {plain['mean_response_s']:.2f} s "
+        f"over all {plain['calls']} calls: {share * 100:.0f} % of the total response time"
+    ) in text
+    moved = ", ".join(
+        f"{fn} {fn_mean(plain, fn):.2f} → {fn_mean(preempt, fn):.2f} s"
+        for fn in ("110.dynamic-html", "503.graph-bfs")
+    )
+    assert f"(with `--preempt`, same command: {moved})" in text
+    assert f"504's mean goes to {fn_mean(preempt, '504.dna-visualisation'):.2f} s" in text
+
+
+@pytest.mark.parametrize("name", ["docs/reliability.md"])
+def test_the_fuzz_corpus_counts(name):
+    from tests.fuzz.run import NAMES
+
+    corpus = ROOT / "tests" / "fuzz" / "corpus"
+    seeds = sum(1 for f in corpus.rglob("*") if f.is_file())
+    text = flat(doc(name))
+    assert f"atheris, {len(NAMES)} targets" in text
+    assert re.search(rf"`tests/fuzz/corpus/<target>` \({seeds} seeds:", text), seeds
+    assert sorted(p.name for p in corpus.iterdir()) == sorted(NAMES)
