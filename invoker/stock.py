@@ -7,11 +7,13 @@ when it asks for something ow-invoker does not do, or ignored for a reason the d
 
 Read as the stock image's ``transformEnvironment.sh`` reads ``CONFIG_*``: an empty value is
 unset (ansible passes many), ``$NAME`` stands for another variable's value. A ``CONFIG_*``
-variable that is in none of these lists is refused: it would be a setting silently dropped.
+``CONFIG_whisk_*`` variable in none of these lists is refused (it would be a setting silently
+dropped); another ``CONFIG_*`` (a library's, of the stock JVM) is logged as not read.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -21,6 +23,7 @@ from typing import Any
 from whisk.settings import parse_memory_mb
 
 __all__ = ["CATALOGUE", "StockError", "parse_duration_s", "read"]
+log = logging.getLogger("invoker.stock")
 
 Values = dict[str, Any]  # flat InvokerConfig keys -> values
 Reader = Callable[[str, Mapping[str, str]], Values]
@@ -706,6 +709,9 @@ def read(environ: Mapping[str, str]) -> Values:
     done: set[Reader] = set()
     for name in sorted(env):
         var = _find(name)
+        if var is None and not name.startswith("CONFIG_whisk_"):
+            log.warning("%s: not read by ow-invoker (no whisk.* setting of the stock one)", name)
+            continue
         if var is None:
             raise StockError(
                 f"{name}: a stock setting ow-invoker does not know, so cannot honour; unset it "

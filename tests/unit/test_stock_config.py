@@ -452,6 +452,11 @@ def test_ignored_and_empty_variables_change_nothing():
     assert _load(env) == _load({})
 
 
+def test_a_config_variable_outside_whisk_is_logged_not_refused(caplog):
+    assert _load({"CONFIG_some_library_option": "1"}) == _load({})
+    assert "CONFIG_some_library_option: not read by ow-invoker" in caplog.text
+
+
 def test_a_config_variable_may_name_another():
     cfg = _load({"CONFIG_whisk_couchdb_password": "$DB_PW", "DB_PW": "from-db-pw"})
     assert cfg.couchdb_password == "from-db-pw"
