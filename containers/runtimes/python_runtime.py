@@ -448,10 +448,11 @@ class ActionRuntime:
             self.main = None
             return 400, _json({"error": COMMAND_EXITED})
         except Exception as e:
-            # As the stock launcher: the traceback goes to the logs and the error becomes the
+            # As the stock launcher: the traceback goes to the logs and the error, str(e) as
+            # it gives it (no type, empty for an exception without a message), becomes the
             # result (HTTP 200, an application error; the container stays warm).
             traceback.print_exc()
-            return 200, _json({"error": _describe(e)})
+            return 200, _json({"error": str(e)})
         if not isinstance(result, (dict, list)):
             return 502, _json({"error": NOT_A_DICT})
         try:
