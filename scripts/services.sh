@@ -22,6 +22,13 @@ KAFKA_HEAP="${KAFKA_HEAP:--Xms64m -Xmx512m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Xss512k}"
 KAFKA_MESSAGE_MAX_BYTES="${KAFKA_MESSAGE_MAX_BYTES:-2097152}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+# An optional TLS listener beside the plain one (tests of the stock TLS/SASL settings):
+# KAFKA_TLS_PORT, KAFKA_TLS_KEYSTORE (PEM: the broker's key and certificate chain); with
+# KAFKA_SASL_USER and KAFKA_SASL_PASSWORD it is SASL_SSL with PLAIN for that one user.
+KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-}"
+KAFKA_TLS_KEYSTORE="${KAFKA_TLS_KEYSTORE:-}"
+KAFKA_SASL_USER="${KAFKA_SASL_USER:-}"
+KAFKA_SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-}"
 
 COUCHDB_HOST="${COUCHDB_HOST:-127.0.0.1}"
 COUCHDB_PORT="${COUCHDB_PORT:-5984}"
@@ -130,16 +137,32 @@ start_kafka() {
         port_in_use "$KAFKA_HOST" "$p" && die "kafka: $KAFKA_HOST:$p is already in use"
     done
     mkdir -p "$sd/data"
+    local listeners="PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT" tls="" protocol=SSL
+    if [[ -n "$KAFKA_TLS_PORT" ]]; then
+        [[ -f "$KAFKA_TLS_KEYSTORE" ]] || die "kafka: KAFKA_TLS_KEYSTORE is not a file"
+        port_in_use "$KAFKA_HOST" "$KAFKA_TLS_PORT" && die "kafka: $KAFKA_TLS_PORT is in use"
+        [[ -n "$KAFKA_SASL_USER" ]] && protocol=SASL_SSL
+        listeners+=",$protocol://$KAFKA_HOST:$KAFKA_TLS_PORT"
+        tls="ssl.keystore.type=PEM
+ssl.keystore.location=$KAFKA_TLS_KEYSTORE
+ssl.client.auth=none"
+        if [[ -n "$KAFKA_SASL_USER" ]]; then
+            tls+="
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER=\"$KAFKA_SASL_PASSWORD\";"
+        fi
+    fi
     cat >"$sd/server.properties" <<EOF
 # Written by scripts/services.sh on each start: single-node KRaft broker+controller.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT
+listeners=$listeners,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=$listeners
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+$tls
 log.dirs=$sd/data
 num.partitions=1
 default.replication.factor=1

@@ -7,9 +7,9 @@ defaults have it; the manifest is inline. A controller stand-in then runs activa
 end: result, ``__OW_API_HOST`` from ``WHISK_API_HOST_*``, the extra env var, an exception's
 text, the record in the activations database.
 
-Kafka stays PLAINTEXT here: the test broker has no TLS listener (scripts/services.sh starts
-one plain listener), so Kafka's TLS and SASL are tested at the client-option level in
-tests/unit/test_stock_config.py.
+The same over Kafka SASL_SSL: a broker of the module's own with a TLS listener (PEM keystore
+from the test's CA, SASL PLAIN for one user; scripts/services.sh ``KAFKA_TLS_*``), the role's
+store variables pointed at one PEM file, the SASL user added as ``invoker.extraEnv`` would.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import asyncio
 import contextlib
 import os
 import random
+import shutil
 import ssl
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,11 @@ import pytest
 from ow_invoker.harness.controller import controller, make_config
 from ow_invoker.harness.processes import free_port
 from tests import stock_env
+from tests.services import KafkaService
 from tests.testca import PASSWORD, CertAuthority, make_ca
+from whisk.bus.base import BusUnavailable
+from whisk.bus.kafka import KafkaBus
+from whisk.bus.kafka_security import KafkaSecurity
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,14 +121,24 @@ def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(ours)}
 
 
-async def test_run_with_the_ansible_environment(kafka, couchdb, tmp_path):
-    ca = make_ca(tmp_path / "ca")
+async def _ansible_run(
+    kafka,
+    couchdb,
+    tmp_path: Path,
+    ca: CertAuthority,
+    kafka_hosts: str,
+    kafka_env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> str:
+    """Start ``run`` with the role's environment (Kafka at ``kafka_hosts``; ``kafka_env``:
+    the role's Kafka parameters, ``extra_env``: ``invoker.extraEnv``), run two activations
+    through the controller stand-in (on ``kafka``'s plain listener), stop it; its log."""
     index = random.randrange(1000, 9000)  # invoker<N>: ansible's uniqueName is N too
     config = make_config(tmp_path, instance=index, unique_name=str(index))
     admin_port = free_port()
     async with tls_terminator(couchdb.port, ca) as couch_tls_port:
         env = stock_env.ansible_env(
-            kafka_hosts=kafka.bootstrap,
+            kafka_hosts=kafka_hosts,
             couch_protocol="https",
             couch_host="127.0.0.1",
             couch_port=couch_tls_port,
@@ -134,8 +150,10 @@ async def test_run_with_the_ansible_environment(kafka, couchdb, tmp_path):
             invoker_keystore=str(ca.p12("server")),
             invoker_keystore_password=PASSWORD,
             invoker_password="invoker.pass",
+            **(kafka_env or {}),
         )
         env["PORT"] = str(admin_port)  # ansible's 8080, published as 12001 + N: free here
+        env.update(extra_env or {})  # the role's last step: env | combine(invoker.extraEnv)
         log = tmp_path / "invoker.log"
         child_env = {
             **_clean_environ(),
@@ -176,6 +194,88 @@ async def test_run_with_the_ansible_environment(kafka, couchdb, tmp_path):
     text = log.read_text()
     assert "admin API on https://" in text, text[-2000:]
     assert proc.returncode == 0, text[-2000:]
+    return text
+
+
+async def test_run_with_the_ansible_environment(kafka, couchdb, tmp_path):
+    ca = make_ca(tmp_path / "ca")
+    text = await _ansible_run(kafka, couchdb, tmp_path, ca, kafka.bootstrap)
+    assert "CouchDB at https://127.0.0.1:" in text
+
+
+SASL_USER, SASL_PASSWORD = "ow-invoker", "kafka-secret"
+
+
+@pytest.fixture(scope="module")
+def tls_kafka(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[KafkaService, int, CertAuthority]]:
+    """A broker of this module's own with a SASL_SSL listener (PLAIN, one user) beside its
+    plain one, its certificate from a CA made here."""
+    root = Path(tempfile.mkdtemp(prefix="owtlskafka-", dir="/var/tmp"))
+    ca = make_ca(root / "ca")
+    tls_port = free_port()
+    service = KafkaService(root, free_port(), free_port())
+    service._env.update(
+        KAFKA_TLS_PORT=str(tls_port),
+        KAFKA_TLS_KEYSTORE=str(ca.bundle("server")),
+        KAFKA_SASL_USER=SASL_USER,
+        KAFKA_SASL_PASSWORD=SASL_PASSWORD,
+    )
+    service.setup()
+    try:
+        yield service, tls_port, ca
+    finally:
+        service.teardown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_run_with_the_ansible_environment_over_kafka_sasl_ssl(tls_kafka, couchdb, tmp_path):
+    """``kafka_protocol: SASL_SSL``: the role's store variables pointed at PEM files (the CA,
+    a client chain), the SASL user through ``invoker.extraEnv``."""
+    broker, tls_port, ca = tls_kafka
+    # One PEM file as the role's one store for both: the client's key and chain, and the CA.
+    store = tmp_path / "kafka-store.pem"
+    store.write_bytes(ca.bundle("client").read_bytes() + ca.ca.read_bytes())
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    text = await _ansible_run(
+        broker,
+        couchdb,
+        tmp_path,
+        ca,
+        f"127.0.0.1:{tls_port}",
+        kafka_env={"kafka_protocol": "SASL_SSL", "kafka_store": str(store)},
+        extra_env={
+            "CONFIG_whisk_kafka_common_saslMechanism": "PLAIN",
+            "CONFIG_whisk_kafka_common_saslJaasConfig": (
+                f'{jaas} username="{SASL_USER}" password="{SASL_PASSWORD}";'
+            ),
+            "CONFIG_whisk_kafka_common_sslEndpointIdentificationAlgorithm": "https",
+        },
+    )
+    assert f"waiting for Kafka at 127.0.0.1:{tls_port}" in text
+
+
+async def test_the_tls_listener_refuses_a_wrong_password_and_a_foreign_ca(tls_kafka, tmp_path):
+    """What the test above relies on: the broker's listener checks both (else it proves
+    nothing about the settings)."""
+    _, tls_port, ca = tls_kafka
+    other = make_ca(tmp_path / "other", names=())
+
+    def bus(cafile: Path, password: str) -> KafkaBus:
+        security = KafkaSecurity(
+            protocol="SASL_SSL",
+            cafile=str(cafile),
+            sasl_mechanism="PLAIN",
+            sasl_username=SASL_USER,
+            sasl_password=password,
+        )
+        return KafkaBus(f"127.0.0.1:{tls_port}", security=security)
+
+    await bus(ca.ca, SASL_PASSWORD).wait_ready(timeout_s=20)
+    for wrong in (bus(ca.ca, "wrong"), bus(other.ca, SASL_PASSWORD)):
+        with pytest.raises(BusUnavailable):
+            await wrong.wait_ready(timeout_s=3)
 
 
 def test_run_refuses_the_scheduler_invoker_of_the_ansible_environment(tmp_path):
