@@ -5,7 +5,8 @@ https through a TLS terminator with a CA the test makes (trusted through ``SSL_C
 the admin API is https with the PKCS12 keystore and client authentication, as ansible's
 defaults have it; the manifest is inline. A controller stand-in then runs activations end to
 end: result, ``__OW_API_HOST`` from ``WHISK_API_HOST_*``, the extra env var, an exception's
-text, the record in the activations database.
+text, the record in the activations database. The Helm chart's set runs the same way with
+the one change ow-invoker needs, an ``--id``.
 
 The same over Kafka SASL_SSL: a broker of the module's own with a TLS listener (PEM keystore
 from the test's CA, SASL PLAIN for one user; scripts/services.sh ``KAFKA_TLS_*``), the role's
@@ -81,7 +82,14 @@ async def tls_terminator(target_port: int, ca: CertAuthority) -> AsyncIterator[i
         await server.wait_closed()
 
 
-def _admin_ping(port: int, ca: CertAuthority, client_cert: bool) -> int:
+def _admin_ping(port: int, ca: CertAuthority | None, client_cert: bool = True) -> int:
+    """The admin API's /ping status: https with ``ca`` (and a client certificate), else http."""
+    if ca is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5) as r:
+                return r.status
+        except OSError:
+            return -1
     context = ssl.create_default_context(cafile=str(ca.ca))
     if client_cert:
         context.load_cert_chain(ca.cert("server"), ca.key("server"))  # one the keystore holds
@@ -96,7 +104,9 @@ def _admin_ping(port: int, ca: CertAuthority, client_cert: bool) -> int:
         return -1
 
 
-async def _until_up(port: int, ca: CertAuthority, proc: subprocess.Popen[bytes], log: Path) -> None:
+async def _until_up(
+    port: int, ca: CertAuthority | None, proc: subprocess.Popen[bytes], log: Path
+) -> None:
     for _ in range(300):
         if proc.poll() is not None:
             raise AssertionError(
@@ -276,6 +286,44 @@ async def test_the_tls_listener_refuses_a_wrong_password_and_a_foreign_ca(tls_ka
     for wrong in (bus(ca.ca, "wrong"), bus(other.ca, SASL_PASSWORD)):
         with pytest.raises(BusUnavailable):
             await wrong.wait_ready(timeout_s=3)
+
+
+async def test_run_with_the_helm_environment_and_an_id(kafka, couchdb, tmp_path):
+    """The chart's set (values.yaml's defaults: CouchDB over http, admin over http) with the
+    one change ow-invoker needs, an ``--id`` beside ``--uniqueName``."""
+    index = random.randrange(1000, 9000)
+    node = f"node{index}"
+    config = make_config(tmp_path, instance=index, unique_name=node)
+    env = stock_env.helm_env(
+        kafka_hosts=kafka.bootstrap,
+        couch_protocol="http",
+        couch_host="127.0.0.1",
+        couch_port=couchdb.port,
+        couch_user=couchdb.user,
+        couch_password=couchdb.password,
+        db_prefix=config.db_prefix,
+    )
+    admin_port = free_port()
+    env.update(PORT=str(admin_port), CONFIG_whisk_kafka_topics_prefix=config.topic_prefix)
+    child_env = {**_clean_environ(), **env, "OW_INVOKER_STATE_DIR": config.state_dir}
+    log = tmp_path / "invoker.log"
+    async with controller(kafka, couchdb, config) as stub:
+        proc = _start(["run", *stock_env.helm_argv(node), "--id", str(index)], child_env, log)
+        try:
+            await _until_up(admin_port, None, proc, log)
+            action, rev = await stub.create_action("hello", ACTION)
+            aid = await stub.invoke(action, rev, content={"name": "helm"})
+            await stub.wait_completion(aid, timeout_s=90)
+            record = await stub.record(aid)
+            assert record["response"]["result"] == {
+                "api": "https://owdev-nginx.openwhisk.svc.cluster.local",
+                "concurrent": "false",
+                "hello": "helm",
+            }
+        finally:
+            proc.terminate()
+            await asyncio.to_thread(proc.wait, 40)
+    assert proc.returncode == 0, log.read_text()[-2000:]
 
 
 def test_run_refuses_the_scheduler_invoker_of_the_ansible_environment(tmp_path):
