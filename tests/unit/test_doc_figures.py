@@ -64,10 +64,11 @@ def same(value: float, shown: str) -> bool:
 
 
 def check_table(rows: dict[str, list[str]], expected: dict[str, list[float]]) -> None:
+    """Every documented row against the run of its policy (a run may have more policies)."""
     wrong = [
         (policy, shown, f"{value:.4f}")
-        for policy, values in expected.items()
-        for shown, value in zip(rows[policy], values, strict=True)
+        for policy, cells in rows.items()
+        for shown, value in zip(cells, expected[policy], strict=True)
         if not same(value, shown)
     ]
     assert not wrong, f"documented / printed: {wrong}"
