@@ -2,9 +2,14 @@
 # THE one command: install everything the tests need, lint, and run the whole test suite.
 #
 #   scripts/test.sh [pytest args...]      e.g. scripts/test.sh -m "not services" -x
+#   scripts/test.sh --fast [pytest args]  the inner loop: pure and in-process tests (under
+#                                         2 minutes; docs/testing.md), after ruff; CI runs all
 #
-# Services (Kafka, the CouchDB-API server, Podman) are started by the pytest session fixtures
-# (tests/conftest.py) on the tests' own ports, not here, so plain `pytest` gets them too.
+# Services (Kafka, the CouchDB-API server, Podman, dockerd) are started by the pytest session
+# fixtures (tests/conftest.py) on the tests' own ports, not here, so plain `pytest` gets them
+# too. Each one they start is listed in a file of this run (OW_TEST_STARTED) and stopped on
+# the way out however the run ends: done, interrupted, terminated, or this script killed
+# (scripts/stop-started.sh, in a session of its own, notices and stops them).
 # Exit status: non-zero when the install, ruff check, ruff format --check, mypy, lint-imports
 # or pytest fails.
 set -uo pipefail
@@ -12,27 +17,76 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${OW_VENV:-$ROOT/.venv}"
+FAST=0
+if [[ "${1:-}" == "--fast" ]]; then
+    FAST=1
+    shift
+fi
+# The pure and in-process tests: no service, no container engine, no child invoker; the
+# fuzzing modules (hypothesis's hundreds of examples, a minute of atheris) stay in the full run.
+FAST_TESTS=(
+    tests/unit tests/integration/test_scheduling.py tests/gpu/test_scheduler.py
+    tests/gpu/test_simulator.py tests/compat/test_corpus_format.py
+    -m "not services and not slow" "--ignore-glob=tests/unit/test_fuzz_*"
+)
 
 step() { printf '\n=== %s\n' "$*" >&2; }
 
-step "scripts/install.sh all"
-start=$(date +%s)
-scripts/install.sh all || { echo "install failed" >&2; exit 1; }
-echo "[test] install: $(($(date +%s) - start)) s" >&2
+STARTED="$ROOT/.state/test-run.$$.services"
+mkdir -p "$ROOT/.state"
+: >"$STARTED"
+export OW_TEST_STARTED="$STARTED"
+PYTEST_PID=""
+trap 'scripts/stop-started.sh "$STARTED"' EXIT
+on_signal() { # $1: the exit status. Interrupt pytest's group: its fixtures tear down first.
+    trap - INT TERM HUP
+    if [[ -n "$PYTEST_PID" ]] && kill -0 "$PYTEST_PID" 2>/dev/null; then
+        kill -INT -- "-$PYTEST_PID" 2>/dev/null || true
+        for _ in $(seq 60); do kill -0 "$PYTEST_PID" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL -- "-$PYTEST_PID" 2>/dev/null || true
+    fi
+    exit "$1" # the EXIT trap stops what is still running
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
+
+if ((FAST)); then
+    step "scripts/install.sh python"
+    scripts/install.sh python || { echo "install failed" >&2; exit 1; }
+else
+    step "scripts/install.sh all"
+    start=$(date +%s)
+    scripts/install.sh all || { echo "install failed" >&2; exit 1; }
+    echo "[test] install: $(($(date +%s) - start)) s" >&2
+fi
 
 rc=0
 step "ruff check"
 "$VENV/bin/ruff" check . || rc=1
 step "ruff format --check"
 "$VENV/bin/ruff" format --check . || rc=1
-step "mypy (the type checker, [tool.mypy] in pyproject.toml)"
-"$VENV/bin/mypy" || rc=1
-step "lint-imports (the layering contract, [tool.importlinter] in pyproject.toml)"
-"$VENV/bin/lint-imports" || rc=1
+if ((!FAST)); then
+    step "mypy (the type checker, [tool.mypy] in pyproject.toml)"
+    "$VENV/bin/mypy" || rc=1
+    step "lint-imports (the layering contract, [tool.importlinter] in pyproject.toml)"
+    "$VENV/bin/lint-imports" || rc=1
+fi
 
-step "pytest $*"
-"$VENV/bin/python" -m pytest -q "$@"
+args=("$@")
+((!FAST)) || args=("${FAST_TESTS[@]}" "$@")
+step "pytest ${args[*]}"
+# In a process group of its own (job control on for this one command), so that a signal to
+# this script reaches pytest through on_signal, and its children with it.
+set -m
+"$VENV/bin/python" -m pytest -q "${args[@]}" &
+PYTEST_PID=$!
+set +m
+setsid scripts/stop-started.sh "$STARTED" --after $$ --group "$PYTEST_PID" </dev/null \
+    >>"$ROOT/.state/stop-started.log" 2>&1 &
+wait "$PYTEST_PID"
 prc=$?
+PYTEST_PID=""
 if ((prc == 5)); then
     echo "[test] pytest collected no tests" >&2
 fi

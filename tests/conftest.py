@@ -15,6 +15,7 @@ A missing component fails the test with the `scripts/install.sh <component>` to 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "docker_only: an engine test run on the Docker Engine only (not on Podman)"
     )
+    # scripts/test.sh stops a session with SIGINT, so that its fixtures stop the services
+    # they started; a session started in the background by a shell inherits SIGINT ignored.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -163,8 +163,18 @@ class ManagedService:
     # -- what tests use --------------------------------------------------------------------
     def start(self) -> None:
         """Start the service (no-op when it runs) and wait until it answers."""
+        self._record()
         self._script("start")
         self.started = True
+
+    def _record(self) -> None:
+        """Note the service in ``$OW_TEST_STARTED`` (scripts/test.sh sets it) before it
+        starts, so that the script stops it even when this session is killed and never
+        reaches its teardown."""
+        path = os.environ.get("OW_TEST_STARTED")
+        if path and not self.started:
+            with open(path, "a") as f:
+                f.write(f"{self.name}\t{self.state_root}\n")
 
     def stop(self) -> None:
         """Stop it gracefully (SIGTERM to the recorded PID) and wait for the exit."""
