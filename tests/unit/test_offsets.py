@@ -27,3 +27,42 @@ def test_partitions_are_independent():
     t.received(1, 3)
     t.finished(1, 3)
     assert t.committable() == {0: 10, 1: 4}
+
+
+def test_finished_offsets_above_an_unfinished_one_are_not_in_flight():
+    t = OffsetTracker()
+    t.received(0, 0)
+    t.received(0, 1)
+    t.finished(0, 1)  # finished, but above 0, which still runs
+    assert t.in_flight == 1 and t.committable() == {0: 0}
+
+
+def test_a_redelivered_lower_offset_never_moves_the_position_back():
+    # Offsets 0..5 finished, then 2 delivered again (a rebalance's seek) and finished: the
+    # position stays one past the highest offset seen.
+    t = OffsetTracker()
+    for o in range(6):
+        t.received(0, o)
+        t.finished(0, o)
+    t.received(0, 2)
+    t.finished(0, 2)
+    assert t.committable() == {0: 6}
+
+
+def test_the_first_offset_committed_is_remembered():
+    t = OffsetTracker()
+    t.received(0, 0)
+    t.committed(t.committable())  # position 0: nothing finished yet
+    assert t.committable() == {}
+    t.finished(0, 0)
+    assert t.committable() == {0: 1}
+
+
+def test_a_late_answer_to_an_older_commit_does_not_move_it_back():
+    t = OffsetTracker()
+    for o in range(5):
+        t.received(0, o)
+        t.finished(0, o)
+    t.committed({0: 5})
+    t.committed({0: 3})  # an earlier commit whose answer came last
+    assert t.committable() == {}

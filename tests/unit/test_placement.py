@@ -52,3 +52,23 @@ def test_evicts_least_recently_used_idle_containers_only_as_needed():
 def test_waits_when_busy_containers_hold_the_memory():
     slots = {1: slot(SlotState.BUSY, OTHER), 2: slot(SlotState.STARTING)}
     assert place(slots, K, "python:3.11", 256, 512) is None
+
+
+def test_an_unpaused_warm_container_first_then_the_latest_used_then_the_lowest_id():
+    slots = {
+        1: slot(SlotState.PAUSED, K, last=9),
+        2: slot(SlotState.IDLE, K, last=5),
+        3: slot(SlotState.IDLE, K, last=7),
+        4: slot(SlotState.IDLE, K, last=7),
+    }
+    assert place(slots, K, "python:3.11", 256, 2048).slot == 3
+    del slots[3], slots[4]
+    assert place(slots, K, "python:3.11", 256, 2048).slot == 2  # idle before paused
+    del slots[2]
+    assert place(slots, K, "python:3.11", 256, 2048).slot == 1  # a paused one still serves
+
+
+def test_a_call_that_may_not_take_a_prewarmed_container_gets_a_new_one():
+    slots = {1: slot(SlotState.PREWARM)}
+    p = place(slots, K, "python:3.11", 256, 2048, prewarm=False)
+    assert p.how is How.COLD and p.slot is None
