@@ -27,7 +27,13 @@ from containers.docker_local import BINDS, PYTHON_IMAGE
 from ow_invoker.harness.controller import controller, make_config
 from ow_invoker.harness.processes import free_port
 from tests import stock_env
-from tests.integration.test_stock_environment import ACTION, _admin_ping, tls_terminator
+from tests.integration.test_stock_environment import (
+    ACTION,
+    _admin_ping,
+    _clean_environ,
+    _start,
+    tls_terminator,
+)
 from tests.services import TEST_CONTAINER_LABEL
 from tests.testca import PASSWORD, make_ca
 
@@ -154,3 +160,103 @@ async def test_the_image_runs_an_activation_with_the_ansible_environment(
             assert not [n for n in left if n.startswith(f"wsk{index}{index}_")], left
         finally:
             _docker(dockerd, "rm", "-f", name)
+
+
+SLEEPY = b"import time\ndef main(a):\n    time.sleep(a.get('s', 1))\n    return {'i': a.get('i')}\n"
+
+
+async def test_migration_rehearsal_drain_stop_replace_the_image_start(
+    dockerd, image, kafka, couchdb, tmp_path
+):
+    """docs/operations.md's swap, with the stock environment: the node runs `ow-invoker run`
+    from a package (standing in for the image it replaces) with ansible's environment and
+    id; it is drained with calls in flight, stopped; calls sent meanwhile wait in
+    invoker<N>; the image starts with the same environment and id and runs them. Every
+    call completes once, none is lost. (The admin API is http here: the drain script's curl
+    speaks no client certificates; ``invoker_protocol: http`` in the role.)"""
+    ca = make_ca(tmp_path / "conf")
+    index = random.randrange(1000, 9000)
+    config = make_config(tmp_path, instance=index, unique_name=str(index))
+    admin_port = free_port()
+    env = stock_env.ansible_env(
+        kafka_hosts=kafka.bootstrap,
+        couch_protocol="http",
+        couch_host="127.0.0.1",
+        couch_port=couchdb.port,
+        couch_user=couchdb.user,
+        couch_password=couchdb.password,
+        db_prefix=config.db_prefix,
+        topics_prefix=config.topic_prefix,
+        invoker_protocol="http",
+    )
+    env["PORT"] = str(admin_port)
+    argv = stock_env.ansible_argv(index)
+    name = f"invoker{index}"
+    async with controller(kafka, couchdb, config) as stub:
+        action, rev = await stub.create_action("sleepy", SLEEPY)
+
+        async def send(first: int, count: int) -> list[str]:
+            return [
+                await stub.invoke(action, rev, blocking=False, content={"i": i, "s": 1})
+                for i in range(first, first + count)
+            ]
+
+        old_env = {**_clean_environ(), **env, "OW_INVOKER_STATE_DIR": str(tmp_path / "old")}
+        log = tmp_path / "old.log"
+        old = _start(["run", *argv], old_env, log)
+        try:
+            for _ in range(300):
+                if await asyncio.to_thread(_admin_ping, admin_port, None) == 200:
+                    break
+                assert old.poll() is None, log.read_text()[-3000:]
+                await asyncio.sleep(0.3)
+            before = await send(0, 6)
+            await stub.wait_acks(before[0], timeout_s=60)  # the node is at work
+            drain = await asyncio.to_thread(
+                subprocess.run,
+                [str(ROOT / "scripts" / "drain-invoker.sh"), "--quiet", "2",
+                 f"http://127.0.0.1:{admin_port}"],
+                env={**os.environ, "CONFIG_whisk_invoker_password": "invoker.pass"},
+                capture_output=True, text=True, timeout=180, check=False,
+            )  # fmt: skip
+            assert drain.returncode == 0 and "drained" in drain.stdout, drain.stderr
+            old.terminate()
+            assert await asyncio.to_thread(old.wait, 40) == 0, log.read_text()[-3000:]
+        finally:
+            if old.poll() is None:
+                old.kill()
+        for aid in before:  # drained: the old node finished all it had taken
+            await stub.wait_completion(aid, timeout_s=10)
+        during = await send(6, 4)  # nobody consumes invoker<N> now
+
+        env.update(
+            OW_INVOKER_ADMIN_HOST="127.0.0.1",
+            OW_INVOKER_DOCKER_REACH="host",
+            OW_INVOKER_DOCKER_BINDS=",".join(BINDS),
+            OW_INVOKER_RUNTIME_IMAGES=f"python:3.11={PYTHON_IMAGE}",
+        )
+        env_file = tmp_path / "invoker.env"
+        env_file.touch(0o600)
+        env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+        run = _docker(
+            dockerd, "run", "-d", "--name", name, "--label", TEST_CONTAINER_LABEL,
+            "--network", "host", "--env-file", str(env_file),
+            "-v", f"{dockerd.socket_path}:/var/run/docker.sock", "-v", f"{ca.dir}:/conf:ro",
+            image, "/bin/sh", "-c", f"exec /init.sh {' '.join(argv)}",
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        try:
+            after = await send(10, 2)
+            for aid in before + during + after:
+                acks = await stub.wait_completion(aid, timeout_s=120)
+                assert sum("instance" in a for a in acks) == 1, acks
+                record = await stub.record(aid)
+                assert record["response"]["statusCode"] == 0, record
+            results = sorted([(await stub.record(a))["response"]["result"]["i"]
+                              for a in before + during + after])  # fmt: skip
+            assert results == list(range(12))
+        finally:
+            logs = _docker(dockerd, "logs", name)
+            _docker(dockerd, "stop", "-t", "30", name, timeout=60)
+            _docker(dockerd, "rm", "-f", name)
+        assert "Traceback" not in logs.stderr, logs.stderr[-3000:]
