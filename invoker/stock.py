@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from whisk.manifest import Manifest
+from whisk.protocol.messages import MAX_MESSAGE_BYTES
 from whisk.settings import parse_memory_mb
 
 __all__ = ["CATALOGUE", "StockError", "parse_duration_s", "read"]
@@ -81,8 +83,13 @@ def _bool(name: str, value: str) -> bool:
     return value.strip().lower() == "true"
 
 
+_SECRET = re.compile(r"(?i)pass|secret|jaas|token|credential|key$")
+
+
 def _fail(name: str, value: str, why: str) -> StockError:
-    return StockError(f"{name}={value!r}: {why}")
+    """The refusal line; a password's value stays out of it (logs keep error lines)."""
+    shown = "<hidden>" if _SECRET.search(name) else repr(value)
+    return StockError(f"{name}={shown}: {why}")
 
 
 # -- readers: one per variable or group of variables ---------------------------------------
@@ -155,8 +162,6 @@ def _api_host(name: str, env: Mapping[str, str]) -> Values:
 
 def _manifest(name: str, env: Mapping[str, str]) -> Values:
     """The manifest's JSON itself (ansible and Helm), or the path of a file holding it."""
-    from whisk.manifest import Manifest
-
     text = env[name]
     try:
         Manifest.from_setting(text)
@@ -240,8 +245,6 @@ def _limits(name: str, env: Mapping[str, str]) -> Values:
 
 
 def _payload_max(name: str, env: Mapping[str, str]) -> Values:
-    from whisk.protocol.messages import MAX_MESSAGE_BYTES
-
     try:
         size = _size_bytes(env[name])
     except ValueError as e:

@@ -420,6 +420,14 @@ def test_refused_with_one_line_naming_the_variable(name, value):
     _refused({name: value}, name)
 
 
+def test_a_refused_secret_keeps_its_value_out_of_the_line():
+    name = "CONFIG_whisk_activationStore_elasticsearch_password"
+    message = _refused({name: "hunter2"}, name)
+    assert "hunter2" not in message and "<hidden>" in message
+    jaas = f"{_K}saslJaasConfig"
+    assert "s3cret" not in _refused({jaas: 'x.KerberosModule required password="s3cret";'}, jaas)
+
+
 def test_the_fpc_invoker_is_refused_at_start(monkeypatch, capsys):
     monkeypatch.setenv("CONFIG_whisk_spi_InvokerProvider", OW + "invoker.FPCInvokerReactive")
     assert cli.main(["run", "--id", "0"]) == 2
