@@ -709,8 +709,7 @@ def read(environ: Mapping[str, str]) -> Values:
     visible = {k: v for k, v in environ.items() if not k.startswith("CONFIG_") and not _find(k)}
     visible.update(env)
     out: Values = {}
-    done: set[Reader] = set()
-    for name in sorted(env):
+    for name in sorted(env):  # a group's reader runs once per variable: same values
         var = _find(name)
         if var is None and not name.startswith("CONFIG_whisk_"):
             log.warning("%s: not read by ow-invoker (no whisk.* setting of the stock one)", name)
@@ -722,7 +721,6 @@ def read(environ: Mapping[str, str]) -> Values:
             )
         if var.use == "refused":
             raise _fail(name, env[name], var.why)
-        if var.read is not None and var.read not in done:
-            done.add(var.read)
+        if var.read is not None:
             out.update(var.read(name, visible))
     return out

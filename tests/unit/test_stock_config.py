@@ -484,6 +484,8 @@ def test_limits_are_checked_for_their_format():
     assert _load({"CONFIG_whisk_timeLimit_max": "5m", "CONFIG_whisk_memory_max": "512m"})
     _refused({"CONFIG_whisk_timeLimit_max": "forever"}, "CONFIG_whisk_timeLimit_max")
     _refused({"CONFIG_whisk_concurrencyLimit_max": "many"}, "CONFIG_whisk_concurrencyLimit_max")
+    both = {"CONFIG_whisk_memory_max": "512m", "CONFIG_whisk_memory_min": "tiny"}
+    _refused(both, "CONFIG_whisk_memory_min")  # each variable checked, not one per group
 
 
 # -- the admin API over https ----------------------------------------------------------------
