@@ -1,0 +1,202 @@
+"""Mutation testing of the pure core and the parsers with mutmut, in a scratch copy of the
+tree: mutmut rewrites every function it mutates (under ``mutants/`` of the tree it runs in),
+so it never runs in a working checkout.
+
+    python -m tests.mutation.run                        # every mutant (docs/testing.md's table)
+    python -m tests.mutation.run --sample 7             # those numbered ...7: a tenth
+    python -m tests.mutation.run --module invoker.offsets --module policies.stats
+
+Prints one line per module: mutants, killed, survived, without a covering test, and the kill
+rate (killed over killed + survived; a timeout counts as killed). ``--workdir`` keeps the copy
+(``mutmut show NAME`` there prints a mutant's diff)."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import fnmatch
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# The modules of issue 29: the policies, the node scheduler, offsets, the supervisor, the
+# wire formats, container placement and the GPU scheduler and cache.
+MODULES = (
+    "policies",
+    "policies.base",
+    "policies.builtin",
+    "policies.preemption",
+    "policies.stats",
+    "invoker.scheduler",
+    "invoker.offsets",
+    "whisk.supervisor",
+    "whisk.protocol",
+    "whisk.protocol.actions",
+    "whisk.protocol.controller",
+    "whisk.protocol.errors",
+    "whisk.protocol.json",
+    "whisk.protocol.limits",
+    "whisk.protocol.logs",
+    "whisk.protocol.messages",
+    "whisk.protocol.records",
+    "whisk.protocol.runtime",
+    "whisk.protocol.salvage",
+    "containers.placement",
+    "gpu.scheduler",
+    "gpu.cache",
+)
+# Their unit tests; each mutant runs only those that reach its function. The hypothesis
+# fuzzers are left out: hundreds of examples per mutant, and they check for crashes, not
+# for answers.
+TESTS = (
+    "tests/unit/test_policies.py",
+    "tests/unit/test_preemption.py",
+    "tests/unit/test_scheduler_view.py",
+    "tests/unit/test_concurrency_scheduler.py",
+    "tests/unit/test_offsets.py",
+    "tests/unit/test_supervisor.py",
+    "tests/unit/test_protocol_messages.py",
+    "tests/unit/test_protocol_actions.py",
+    "tests/unit/test_placement.py",
+    "tests/unit/test_container_pool.py",
+    "tests/gpu/test_scheduler.py",
+    "tests/gpu/test_simulator.py",
+)
+COPIED = ("policies", "invoker", "whisk", "containers", "gpu", "front", "ow_invoker", "tests")
+SOURCES = ("policies", "invoker", "whisk", "containers", "gpu")
+
+
+@dataclass
+class Tally:
+    mutants: int = 0
+    killed: int = 0
+    survived: int = 0
+    untested: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        judged = self.killed + self.survived
+        return self.killed / judged if judged else None
+
+
+def path_of(module: str) -> str:
+    """``policies.stats`` -> ``policies/stats.py``; a package -> its ``__init__.py``."""
+    base = module.replace(".", "/")
+    return f"{base}/__init__.py" if (ROOT / base).is_dir() else f"{base}.py"
+
+
+def prepare(workdir: Path, modules: list[str]) -> None:
+    """Copy the tree mutmut needs into ``workdir`` and configure it there."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "mutants", ".state")
+    for name in COPIED:
+        shutil.copytree(ROOT / name, workdir / name, ignore=skip, dirs_exist_ok=True)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    config = "\n".join(
+        [
+            "",
+            "[tool.mutmut]",
+            f"source_paths = {list(SOURCES)!r}",
+            f"only_mutate = {[path_of(m) for m in modules]!r}",
+            f"also_copy = {[n for n in COPIED if n not in SOURCES]!r}",
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]',
+            f"pytest_add_cli_args_test_selection = {list(TESTS)!r}",
+            "",
+        ]
+    )
+    (workdir / "pyproject.toml").write_text(pyproject + config.replace("'", '"'))
+
+
+def run(workdir: Path, samples: dict[str, str], timeout_s: float = 3600) -> dict[str, Tally]:
+    """Run mutmut on each module's mutants whose number matches its glob in ``samples``
+    (``"*"``: every one; ``"7"``: those ending in 7; ``"[13579]7"``: a twentieth)."""
+    modules = list(samples)
+    prepare(workdir, modules)
+    patterns = [f"{m}.x*__mutmut_{'*' if s == '*' else '*' + s}" for m, s in samples.items()]
+    mutmut = [sys.executable, "-m", "mutmut"]
+    # In a session of its own: its forked workers go with it if it runs too long.
+    proc = subprocess.Popen(
+        [*mutmut, "run", *patterns],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mutmut run failed ({proc.returncode}):\n{out[-3000:]}")
+    results = subprocess.run(
+        [*mutmut, "results", "--all", "true"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return tally(results, samples)
+
+
+def tally(results: str, samples: dict[str, str]) -> dict[str, Tally]:
+    """Per module, from ``mutmut results --all true`` lines (``name: status``), counting the
+    sampled mutants only (mutmut lists the others as not checked)."""
+    line = re.compile(r"\s*(\S+?)\.x[_ǁ]\S*__mutmut_(\d+): (.+)$")
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for text in results.splitlines():
+        match = line.match(text)
+        if match is None or match.group(1) not in samples:
+            continue
+        module, number, status = match.groups()
+        if fnmatch.fnmatch(number, "*" + samples[module].lstrip("*")):
+            counts[module][status.strip()] += 1
+    out = {}
+    for module in samples:
+        c = counts[module]
+        out[module] = Tally(
+            mutants=sum(c.values()),
+            killed=c["killed"] + c["timeout"],
+            survived=c["survived"],
+            untested=c["no tests"],
+        )
+    return out
+
+
+def table(tallies: dict[str, Tally]) -> str:
+    rows = [
+        "| module | mutants | killed | survived | no test | kill rate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for module, t in tallies.items():
+        rate = f"{100 * t.rate:.1f} %" if t.rate is not None else "—"
+        rows.append(
+            f"| `{module}` | {t.mutants} | {t.killed} | {t.survived} | {t.untested} | {rate} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.mutation.run", description=__doc__)
+    p.add_argument("--module", action="append", choices=MODULES, help="default: all of them")
+    p.add_argument("--sample", help="only the mutants whose number ends so (7: a tenth)")
+    p.add_argument("--workdir", type=Path, help="the scratch copy (default: a new temp dir)")
+    args = p.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ow-mutation-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    samples = dict.fromkeys(args.module or MODULES, args.sample or "*")
+    print(table(run(workdir, samples)))
+    print(f"(scratch copy: {workdir})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
