@@ -22,18 +22,11 @@ from pathlib import Path
 from front.identities import GUEST_AUTH, basic_auth
 from invoker.config import InvokerConfig
 from ow_invoker.harness.controller import CouchAddress, KafkaAddress
+from sebs_wrappers.procs import free_port
 from whisk.clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: the children run from there
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the kernel's pick)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ROOT", "InvokerProcess", "Platform", "free_port", "running_platform"]
 
 
 @dataclass
