@@ -224,19 +224,22 @@ install_docker() {
     local dir="$CACHE/docker" have
     mkdir -p "$dir"
     have="$(dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true)"
+    # debootstrap: the invoker image's base where Docker Hub is out of reach (invoker-image.sh)
     if [[ -n "$have" ]] && command -v dockerd >/dev/null && [[ -x /bin/busybox ]] \
-        && stamp_ok "$dir" "docker.io@$have"; then
+        && command -v debootstrap >/dev/null && stamp_ok "$dir" "docker.io@$have"; then
         log "docker: docker.io $have already installed"
         return
     fi
-    if [[ -z "$have" ]] || ! command -v dockerd >/dev/null || [[ ! -x /bin/busybox ]]; then
-        [[ "$(id -u)" == 0 ]] || die "docker: need root to apt-get install docker.io busybox-static"
-        log "docker: apt-get install docker.io busybox-static"
+    if [[ -z "$have" ]] || ! command -v dockerd >/dev/null || [[ ! -x /bin/busybox ]] \
+        || ! command -v debootstrap >/dev/null; then
+        [[ "$(id -u)" == 0 ]] || die "docker: need root to apt-get install docker.io busybox-static debootstrap"
+        log "docker: apt-get install docker.io busybox-static debootstrap"
         export DEBIAN_FRONTEND=noninteractive
         # Another apt (the podman component, another session) may hold the lock: wait for it.
         apt-get -o DPkg::Lock::Timeout=300 update -qq
         apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
-            docker.io busybox-static >/dev/null || die "docker: apt-get install docker.io failed"
+            docker.io busybox-static debootstrap >/dev/null \
+            || die "docker: apt-get install docker.io failed"
         have="$(dpkg-query -W -f '${Version}' docker.io)"
     fi
     dockerd --version >&2 || die "docker: dockerd does not run"
