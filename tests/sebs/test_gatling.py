@@ -38,7 +38,7 @@ async def test_gatling_replays_scenario(tmp_path: Path) -> None:
     assert sorted(t.seq for t in timings) == list(range(12))
     for t in timings:
         assert t.status == 200 and t.activation_id in stub.records
-        assert t.lateness_s < 0.1  # a 1 s reply never held back the next send
+        assert t.lateness_s < 0.5  # a 1 s reply never held back the next send
     slow = [t for t in timings if t.action == "slow"]
     assert all(t.response_s >= 1.0 for t in slow)
     assert max(t.sent_s for t in timings) < 1.1 + 0.1
