@@ -355,3 +355,35 @@ def test_a_cpu_share_between_two_readings_leaves_out_the_wait():
     assert share_between(CpuTimes(1.0, 2.0), CpuTimes(1.25, 2.25), 0.5) == pytest.approx(1.0)
     assert share_between(CpuTimes(1.0, 2.0), CpuTimes(1.0, 2.5), 0.5) == 1.0  # all waiting
     assert share_between(CpuTimes(1.0), CpuTimes(1.0), 0.0) is None
+
+
+def test_a_history_of_one_keeps_the_last_call_and_the_snapshot_shows_it():
+    s = FunctionStats(history=1, window_s=60)
+    s.arrive("f", 1.0)
+    s.arrive("f", 2.0)
+    s.finish("f", 4.0, cpu_s=1.0)
+    s.finish("f", 2.0, cpu_s=1.0)  # only this one counts: 2 s, half of it on the CPU
+    assert s.snapshot() == {
+        "f": {
+            "expected_s": 2.0,
+            "samples": 1,
+            "recent_calls": 2,
+            "cpu_share": 0.5,
+            "cpu_samples": 1,
+        }
+    }
+    with pytest.raises(ValueError, match="must be positive"):
+        FunctionStats(history=0)
+
+
+def test_a_core_forgets_a_function_when_its_last_call_leaves():
+    sched = NodeScheduler(FIFO, cores=[0])
+    _measured(sched, "io", 0.05)
+    sched.admit("io", "a", 0.0)
+    sched.admit("io", "b", 0.0)
+    a, b = sched.start(1.0), sched.start(1.0)
+    assert sched.cores_table.functions[0] == {"io": 2}
+    sched.finish(a, 1.0, 0.05)
+    assert sched.cores_table.functions[0] == {"io": 1}
+    sched.finish(b, 1.0, 0.05)
+    assert sched.cores_table.functions[0] == {}
