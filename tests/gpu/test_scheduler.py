@@ -58,6 +58,45 @@ def test_lru_victims_are_least_recently_used_and_pins_protect() -> None:
     assert c.plan("D", 10 * MB) is None  # everything in use: wait, never evict a pinned model
 
 
+def test_a_device_cache_keeps_sizes_pins_and_order_exactly() -> None:
+    """The bookkeeping the scheduler trusts: a model that just fits, a re-insert that only
+    touches, pins counted one by one, a pinned model never removed, the refusals' words."""
+    with pytest.raises(ValueError, match="device capacity must be positive"):
+        DeviceCache(0)
+    assert DeviceCache(1).capacity == 1
+    c = DeviceCache(20 * MB)
+    c.insert("A", 10 * MB, 1.0)
+    c.insert("B", 10 * MB, 2.0)
+    assert c.free == 0 and c.plan("B", 10 * MB) == [] and c.plan("C", 10 * MB) == ["A"]
+    c.insert("A", 10 * MB, 3.0)  # resident already: touched, not added
+    a = c.get("A")
+    assert a is not None and a.last_used == 3.0 and a.size == 10 * MB and a.pins == 0
+    assert c.lru() == ["B", "A"] and c.used == 20 * MB
+    with pytest.raises(RuntimeError, match=r"model C does not fit: evict first"):
+        c.insert("C", 1, 4.0)
+    c.pin("A")
+    c.pin("A")
+    c.unpin("A")
+    assert c.get("A").pins == 1  # type: ignore[union-attr]
+    with pytest.raises(RuntimeError, match=r"model A is pinned \(1\) and cannot be evicted"):
+        c.remove("A")
+    assert c.get("A") is not None and c.used == 20 * MB  # still there, still counted
+    c.unpin("A")
+    c.unpin("A")  # more unpins than pins: nothing goes below zero
+    c.unpin("nope")  # not resident: nothing to do
+    assert c.get("A").pins == 0  # type: ignore[union-attr]
+    assert c.remove("B").key == "B" and c.used == 10 * MB
+    assert c.clear() == ["A"] and c.used == 0 and len(c) == 0
+    with pytest.raises(ModelTooLarge) as refused:
+        c.plan("0123456789abcdef", 21 * MB)
+    assert (refused.value.key, refused.value.size, refused.value.largest) == (
+        "0123456789abcdef",
+        21 * MB,
+        20 * MB,
+    )
+    assert str(refused.value).startswith("model 0123456789ab needs 21.0 MiB")
+
+
 def test_model_larger_than_any_device_is_refused_with_clear_error() -> None:
     view = CacheView([30 * MB, 40 * MB])
     with pytest.raises(ModelTooLarge, match=r"needs 50\.0 MiB but the largest GPU device has 40"):
