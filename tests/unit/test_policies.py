@@ -387,3 +387,18 @@ def test_a_core_forgets_a_function_when_its_last_call_leaves():
     assert sched.cores_table.functions[0] == {"io": 1}
     sched.finish(b, 1.0, 0.05)
     assert sched.cores_table.functions[0] == {}
+
+
+def test_statistics_defaults_limits_and_the_share_cap():
+    s = FunctionStats()  # the documented defaults: 10 durations, T = 60 s, 10 000 functions
+    assert (s.history, s.window_s, s.max_functions) == (10, 60.0, 10_000)
+    FunctionStats(history=1, window_s=0.5, max_functions=1)  # the smallest valid ones
+    for bad in ({"window_s": 0.0}, {"max_functions": 0}, {"history": 0}):
+        with pytest.raises(ValueError, match=r"^history, window_s and max_functions must be pos"):
+            FunctionStats(**bad)
+    s.finish("f", 1.0, cpu_s=0.2)
+    assert s.share("f") == pytest.approx(0.2)  # measured over a run of exactly 1 s
+    s.observed("f", 1.5)  # a sample above a whole core (counters' jitter) counts as one core
+    assert s.share("f") == 1.0
+    s.finish("g", 0.0, cpu_s=0.0)  # no time on the CPU to divide by: the share stays
+    assert s.share("g") == 1.0
