@@ -123,6 +123,13 @@ class Pausable:
             self._unpaused()
             return self.clock.now() - t0
 
+    async def repin(self, cores: frozenset[int]) -> None:
+        """Move the running call onto ``cores`` (it now shares a core, or has one again);
+        a paused call gets its cores when it resumes, an ended one needs none."""
+        async with self._lock:
+            if not self._ended and self._paused_at is None:
+                await self.container.assign_cores(cores)
+
     def _unpaused(self) -> None:
         assert self._paused_at is not None
         self.paused_s += self.clock.now() - self._paused_at

@@ -26,6 +26,12 @@ remaining time is the function's E[p] at the call's start minus the time it has 
 calls resume first when a core frees (:meth:`NodeScheduler.resume`, least remaining first);
 a call is paused at most ``max_pauses`` times, and at most ``max_paused`` calls are paused at
 once (their containers keep their memory).
+
+Sharing (``Preemption.share_cores`` > 1): a call the rule would pause is moved instead onto
+the core of another such call (:meth:`NodeScheduler.sharing_move`), the only way a core
+takes more than its capacity: long calls share cores among themselves while the head gets
+one of its own. When a core is idle and nothing waiting can use it, a call of the most
+crowded core moves onto it (:meth:`NodeScheduler.spread_move`).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class Call(Generic[T]):
     resumed: float | None = None
     pauses: int = 0
     paused_at: float | None = None
+    shared_core: bool = False  # was moved to share a core (its E[p] leaves out the wait)
 
     def ran(self, now: float) -> float:
         """Time it has run (paused time excluded)."""
@@ -255,6 +262,7 @@ class NodeScheduler(Generic[T]):
         self._handing_over: Call[T] | None = None  # paused for the head, until it starts
         self._handed_core: int | None = None  # the core it left
         self.preempted = 0  # pauses so far
+        self.moved = 0  # calls moved to share a core, and back to an idle one
 
     @property
     def queued(self) -> int:
@@ -487,7 +495,10 @@ class NodeScheduler(Generic[T]):
             ran = call.ran(now)
             left = rule.remaining(call.expected, ran)
             slice_s = now - call.resumed if call.resumed is not None else 0.0
-            if left > best_left and rule.sliced(call.pauses, slice_s) and pausable(call):
+            better = left > best_left or (
+                best is not None and left == best_left and call.seq < best.seq
+            )
+            if better and rule.sliced(call.pauses, slice_s) and pausable(call):
                 best, best_left = call, left
         if best is None or best.pauses >= rule.max_pauses:
             return None
@@ -522,6 +533,88 @@ class NodeScheduler(Generic[T]):
         self._put_on_core(call, now, self._handed_core)  # where its container still is
         call.pauses -= 1
         self.preempted -= 1
+
+    def sharing_move(
+        self, now: float, pausable: Callable[[Call[T]], bool] = lambda call: True
+    ) -> tuple[Call[T], int] | None:
+        """(call, core): instead of a pause, the running call to move onto ``core``, which
+        another long call holds, so that the head of the queue can start on the core it
+        leaves; or None. Long calls are the ``pausable`` ones on cores that hold nothing
+        else, each expected to need enough longer than the head (the pause rule, without
+        the pause's cost); the call moved is the one alone on its core expected to need
+        the longest (the rule's victim), onto the core with the fewest of them."""
+        rule = self.preemption
+        if rule is None or rule.share_cores < 2 or self._paused:
+            return None  # a paused call would take the core first
+        if self._plan() is not None:
+            return None  # the head can start without
+        head = self._head()
+        if head is None or head.group is not None:
+            return None
+        wanted = self.stats.expected(head.function)
+        table = self.cores_table
+        long: dict[int, list[tuple[float, Call[T]]]] = {}
+        for call in self._on_core:
+            if call.core is None or not pausable(call):
+                continue
+            left = rule.remaining(call.expected, call.ran(now))
+            if rule.outweighs(wanted, left, 0.0):
+                long.setdefault(call.core, []).append((left, call))
+        long = {core: calls for core, calls in long.items() if len(calls) == table.calls[core]}
+        alone = [calls[0] for calls in long.values() if len(calls) == 1]
+        if not alone:
+            return None
+        _, victim = max(alone, key=lambda e: (e[0], -e[1].seq))
+        hosts = [
+            core
+            for core, calls in long.items()
+            if core != victim.core and len(calls) < rule.share_cores
+        ]
+        if not hosts:
+            return None
+        return victim, min(hosts, key=lambda core: (len(long[core]), core))
+
+    def spread_move(
+        self, now: float, movable: Callable[[Call[T]], bool] = lambda call: True
+    ) -> tuple[Call[T], int] | None:
+        """(call, core): a call of the most crowded core (one holding more than its
+        capacity: calls moved to share it) to move onto ``core``, which is idle; or None.
+        A freed core goes back to calls sharing one before the queue: the head takes it
+        from them only by the sharing rule (much shorter), as a paused call resumes first."""
+        rule = self.preemption
+        if rule is None or rule.share_cores < 2:
+            return None
+        table = self.cores_table
+        idle = [core for core in table.ids if table.calls[core] == 0 and core not in table.full]
+        limit = 1.0 + table.margin + 1e-9
+        crowded = [core for core in table.ids if table.load[core] > limit]
+        if not idle or not crowded:
+            return None
+        core = max(crowded, key=lambda c: (table.load[c], -c))
+        calls = [c for c in self._on_core if c.core == core and movable(c)]
+        if not calls:
+            return None
+        # The one expected to finish first gains most from a core of its own.
+        call = min(calls, key=lambda c: (rule.remaining(c.expected, c.ran(now)), c.seq))
+        return call, idle[0]
+
+    def move(self, call: Call[T], core: int, *, undo: bool = False) -> int:
+        """Put a running call (one that :meth:`sharing_move` or :meth:`spread_move` names)
+        on ``core``; returns the core it left. ``undo``: taking back the move just made
+        (the head could not start after all)."""
+        old = call.core
+        if call not in self._on_core or old is None:
+            raise RuntimeError("move() of a call that does not hold a core")
+        table = self.cores_table
+        if call.overrun:
+            table.observe(old, call.share, call.overrun, call.share)
+            call.overrun = 0.0
+        table.give(old, call.function, call.share, None)
+        table.take(core, call.function, call.share)
+        call.core = core
+        call.shared_core = True
+        self.moved += -1 if undo else 1
+        return old
 
     def _can_resume(self) -> Call[T] | None:
         """The paused call to resume now (least remaining time first), if a core has room
@@ -609,6 +702,8 @@ class NodeScheduler(Generic[T]):
             self.cores_table.give(call.core, call.function, call.share, used)
             call.core = None
         if duration_s is not None:
+            if call.shared_core:  # its E[p] is its time with a core of its own
+                duration_s, waited_s = max(0.0, duration_s - max(0.0, waited_s)), 0.0
             self.stats.finish(call.function, duration_s, cpu_s, waited_s)
 
     def observe(self, call: Call[T], recent: float, overall: float) -> None:

@@ -612,21 +612,35 @@ class Invoker:
             self._wakeup.clear()
             for queue in queues:
                 self._resume_paused(queue)
+                self._spread(queue)  # long calls sharing a core get back one that freed
                 while True:
                     now = self.clock.now()
-                    victim = None
+                    victim = moved = None
                     if not queue.can_start():
-                        victim = queue.preemption_victim(now, _in_run)
-                        if victim is None:
+                        moved = queue.sharing_move(now, _in_run)
+                        if moved is not None:
+                            left = queue.move(*moved)
+                        elif (victim := queue.preemption_victim(now, _in_run)) is None:
                             break
-                        queue.pause(victim, now)
+                        else:
+                            queue.pause(victim, now)
                     if not self._start_next(queue):
                         if victim is not None:
                             queue.unpause(victim, now)
+                        if moved is not None:
+                            queue.move(moved[0], left, undo=True)
                         break
                     if victim is not None:
                         self.metrics.preemptions.inc()
                         self._spawn(self._pause(victim))
+                    if moved is not None:
+                        self._spawn(self._repin(moved[0]))
+                self._spread(queue)
+
+    def _spread(self, queue: NodeScheduler[Job]) -> None:
+        while (moved := queue.spread_move(self.clock.now(), _in_run)) is not None:
+            queue.move(*moved)
+            self._spawn(self._repin(moved[0]))
 
     def _start_next(self, queue: NodeScheduler[Job]) -> bool:
         """Start the call the queue names (in a container of its own, or joining one of
@@ -666,6 +680,12 @@ class Invoker:
         pausable = call.payload.pausable
         if pausable is not None:  # else its /run has just ended: nothing to freeze
             call.payload.pause_cost_s = await pausable.pause()
+
+    async def _repin(self, call: Call[Job]) -> None:
+        """Give a running call's container the core the scheduler moved it to."""
+        pausable, core = call.payload.pausable, call.core
+        if pausable is not None and core is not None:
+            await pausable.repin(frozenset({core}))
 
     async def _resume(self, queue: NodeScheduler[Job], call: Call[Job]) -> None:
         pausable, core = call.payload.pausable, call.core

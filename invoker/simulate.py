@@ -176,6 +176,7 @@ async def _simulate(
         await asyncio.gather(collector, pinger, return_exceptions=True)
         cold = invoker.pool.cold_starts - cold_before
         preemptions = invoker.scheduler.preempted
+        moved = invoker.scheduler.moved
         busy = backend.cpu.busy_core_seconds
         await invoker.stop(deadline_s=0)
         await store.close()
@@ -187,6 +188,7 @@ async def _simulate(
         **summarize(outcomes),
         "cold_starts": cold,
         "preemptions": preemptions,
+        "moved": moved,
         "makespan_s": makespan,
         "busy_core_seconds": busy,
     }

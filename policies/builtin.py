@@ -4,6 +4,7 @@ OpenWhisk baseline."""
 from __future__ import annotations
 
 from policies.base import CallInfo, Policy
+from policies.preemption import Preemption
 
 
 def _fifo(c: CallInfo) -> float:
@@ -39,4 +40,13 @@ OPENWHISK = Policy(
     "calls share the CPU",
 )
 
-BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK)}
+SEPT_SHARE = Policy(
+    "sept-share",
+    _sept,
+    description="SEPT; for a much shorter waiting call, a running call moves onto another "
+    "long call's core (the two share it), or is paused if no such core is there "
+    "(experimental: docs/policies.md, heavy tails)",
+    preemption=Preemption(share_cores=4),
+)
+
+BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK, SEPT_SHARE)}

@@ -13,6 +13,13 @@ Two estimates of a running call's remaining time:
 Each pause of a call needs it to have run ``quantum_s * growth ** pauses`` since it last
 resumed (a multilevel-feedback time slice, doubling by default), which bounds the pauses
 of a call by the logarithm of its length instead of a fixed count.
+
+*Sharing* (``share_cores > 1``): a call that the rule would pause for the head is moved
+instead onto the core of another such call, if one holds fewer than ``share_cores`` of
+them, and the head takes the core it left. Long calls then share cores among themselves
+(processor sharing, as the SFS paper layers CFS under a FIFO quantum) while short calls
+get a core of their own at once: no freeze, no pause latency, no paused container
+holding memory. Pausing remains for a call with no such partner.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ class Preemption:
     call's remaining time; the time saved must exceed ``pause_cost_s`` (measurements
     replace it). ``max_paused`` calls may be paused at once, each ``max_pauses`` times.
     ``resume_first``: a paused call resumes as soon as a core has room (else only when
-    its remaining time is below the head of the queue's E[p], shortest first)."""
+    its remaining time is below the head of the queue's E[p], shortest first).
+    ``share_cores``: how many long calls may share a core instead of being paused."""
 
     ratio: float = 0.5
     pause_cost_s: float = 0.01
@@ -36,6 +44,7 @@ class Preemption:
     quantum_s: float = 0.0
     growth: float = 2.0
     resume_first: bool = True
+    share_cores: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.ratio < 1 or self.pause_cost_s < 0:
@@ -44,6 +53,8 @@ class Preemption:
             raise ValueError("preemption: max_paused and max_pauses must be >= 1")
         if self.tail < 0 or self.quantum_s < 0 or self.growth < 1:
             raise ValueError("preemption: tail >= 0, quantum_s >= 0 and growth >= 1")
+        if self.share_cores < 1:
+            raise ValueError("preemption: share_cores must be >= 1")
 
     def remaining(self, expected: float, ran: float) -> float:
         """The time a call expected to take ``expected`` that has run ``ran`` still needs."""

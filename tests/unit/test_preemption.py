@@ -285,3 +285,80 @@ def test_paused_time_does_not_count_against_the_time_limit():
         loop.close()
     assert wall_s == pytest.approx(3.4)
     assert left_s == pytest.approx(0.5)  # what was left of the limit when it was paused
+
+
+# -- long calls sharing a core instead of being paused (share_cores > 1) --
+
+
+def test_a_long_call_moves_onto_another_long_calls_core_for_a_short_one():
+    sched = trained(Preemption(share_cores=2), cores=(0, 1))
+    a = sched.admit("long", "A", 1.0)
+    b = sched.admit("long", "B", 1.5)
+    assert sched.start(1.0) is a and sched.start(1.5) is b and (a.core, b.core) == (0, 1)
+    sched.admit("short", "S", 2.0)
+    assert not sched.can_start()
+    assert sched.sharing_move(2.0) == (b, 0)  # B, started last, has the longer left
+    assert sched.move(b, 0) == 1 and sched.moved == 1
+    assert sched.cores_table.calls[0] == 2 and sched.cores_table.load[0] == pytest.approx(2.0)
+    short = sched.start(2.0)
+    assert short.core == 1 and sched.paused == 0  # the head runs alone; nothing is frozen
+    assert sched.spread_move(2.05) is None  # no idle core
+    sched.finish(short, 0.1, cpu_s=0.1)
+    # The shared core spreads onto the idle one: A, expected to finish first, moves.
+    assert sched.spread_move(2.1) == (a, 1)
+    call, core = a, 1
+    sched.move(call, core)
+    assert sched.cores_table.calls[0] == sched.cores_table.calls[1] == 1
+    assert sched.spread_move(2.2) is None
+
+
+def test_sharing_takes_only_long_calls_alone_on_their_cores_and_is_bounded():
+    sched = trained(Preemption(share_cores=2), cores=(0, 1, 2))
+    calls = [sched.admit("long", f"L{i}", 1.0 + i) for i in range(3)]
+    for call in calls:
+        sched.start(call.received)
+    sched.admit("short", "S", 5.0)
+    victim, host = sched.sharing_move(5.0)
+    sched.move(victim, host)
+    sched.start(5.0)
+    sched.admit("short", "S2", 5.01)
+    # The third long call could only join the core that already holds two (share_cores=2),
+    # and the shared core is no victim's (two calls): the rule falls back to a pause.
+    assert sched.sharing_move(5.01) is None
+    assert sched.preemption_victim(5.01) is not None
+    assert sched.sharing_move(5.01, pausable=lambda call: False) is None
+
+
+def test_no_sharing_for_a_head_not_much_shorter_or_with_the_rule_off():
+    sched = trained(Preemption(share_cores=4), cores=(0, 1))
+    for i in range(2):
+        sched.admit("long", f"L{i}", 1.0)
+        sched.start(1.0)
+    sched.admit("long", "L2", 1.5)  # 10 s is not much shorter than what they have left
+    assert sched.sharing_move(1.5) is None
+    off = trained(Preemption(), cores=(0, 1))  # share_cores=1: pause only
+    for i in range(2):
+        off.admit("long", f"L{i}", 1.0)
+        off.start(1.0)
+    off.admit("short", "S", 2.0)
+    assert off.sharing_move(2.0) is None and off.spread_move(2.0) is None
+
+
+def test_a_shared_calls_estimate_leaves_out_its_wait_for_the_core():
+    sched = trained(Preemption(share_cores=2), cores=(0, 1))
+    sched.admit("long", "A", 1.0)
+    sched.admit("long", "B", 1.0)
+    a, b = sched.start(1.0), sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    sched.move(*sched.sharing_move(2.0))
+    sched.finish(sched.start(2.0), 0.1, cpu_s=0.1)
+    sched.finish(a, 15.0, cpu_s=10.0, waited_s=5.0)  # ran 10 s of CPU, waited 5 s for it
+    sched.finish(b, 10.0, cpu_s=10.0)
+    assert sched.stats.expected("long") == pytest.approx(10.0)
+
+
+def test_move_of_a_call_without_a_core_is_refused():
+    sched = trained(Preemption(share_cores=2), cores=(0, 1))
+    waiting = sched.admit("long", "L", 1.0)
+    with pytest.raises(RuntimeError):
+        sched.move(waiting, 1)

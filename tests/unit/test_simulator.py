@@ -183,3 +183,17 @@ def test_a_long_generator_window_finishes(policy):
     r = simulate(trace, policy, SimulationSettings(cores=1))
     assert r["calls"] == len(trace) == 300
     assert r["makespan_s"] > 2900
+
+
+def test_sept_share_moves_a_long_call_beside_another_for_a_short_one():
+    # Two 10 s calls hold both cores when a 0.1 s call arrives at 1 s. Under sept-share one
+    # long call joins the other's core (both run at half speed for 0.1 s), the short one
+    # runs at once on the core it left, and the long call spreads back when it is done.
+    trace = [TraceCall(0.0, "L", 10.0), TraceCall(0.0, "L", 10.0), TraceCall(1.0, "S", 0.1)]
+    shared = simulate(trace, "sept-share", SimulationSettings(cores=2))
+    assert shared["per_function"]["S"]["mean_response_s"] == pytest.approx(0.1, abs=1e-6)
+    assert shared["per_function"]["L"]["mean_response_s"] == pytest.approx(10.05, abs=1e-6)
+    assert (shared["moved"], shared["preemptions"]) == (2, 0)
+    plain = simulate(trace, "sept", SimulationSettings(cores=2))
+    assert plain["per_function"]["S"]["mean_response_s"] == pytest.approx(9.1, abs=1e-6)
+    assert plain["moved"] == 0
