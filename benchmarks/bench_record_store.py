@@ -16,9 +16,9 @@ import os
 import time
 import uuid
 
-from common import STATE, exclusive_machine  # also puts the project and tests/ on sys.path
-from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService
+from common import STATE, exclusive_machine  # also puts the project on sys.path
 
+from ow_invoker.harness.services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService
 from whisk.store.couch import CouchStore
 
 

@@ -12,11 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService, KafkaService  # noqa: E402
-
+from ow_invoker.harness.services import (  # noqa: E402
+    COUCHDB_PASSWORD,
+    COUCHDB_USER,
+    CouchDBService,
+    KafkaService,
+)
 from whisk.summary import percentile  # noqa: E402,F401 (re-exported)
 
 STATE = ROOT / ".state" / "bench"
