@@ -168,11 +168,6 @@ class Cores:
             self.load[core] = max(0.0, self.load[core] + overrun - was)
         return overrun
 
-    @property
-    def idle(self) -> int:
-        """Cores running no call."""
-        return sum(1 for n in self.calls.values() if n == 0)
-
     def place(self, share: float, *, beside_heavy: bool = False) -> int | None:
         """The core a call of this expected share would go on now, or None.
 
@@ -267,10 +262,6 @@ class NodeScheduler(Generic[T]):
     @property
     def queued(self) -> int:
         return len(self._light) + len(self._heavy) - self._stale
-
-    @property
-    def free_cores(self) -> int:
-        return self.cores_table.idle
 
     def admit(
         self,
