@@ -9,12 +9,19 @@ waiting for replies), at an intensity that overloads the action cores. Idle medi
 measured first (one call at a time) for the stretch. Prints mean/median/p95/p99 response and
 mean stretch per policy with the ratios to FIFO and to the baseline, all from one run.
 
+``--mix azure`` replays a slice of a real Azure Functions 2019 sample instead (issue 27):
+one CPU-bound action per function, each call burning its drawn duration times ``--scale``,
+arrivals compressed by ``--time-scale``; the same scaled trace then runs in the simulator
+(one core, its own scheduler) and both tables are printed, one beside the other.
+
 ``--mix io-cpu`` runs issue 14's mix instead: a 1 s sleeping action and a 200 ms CPU-bound
 action, each called at 2 calls/s (arrivals uniformly at random over ``--window``, default
 40 s), on the same one action core.
 
     python benchmarks/bench_policies_live.py [--intensity 120] [--window 20] [--scale 0.25]
     python benchmarks/bench_policies_live.py --mix io-cpu --policy fc --policy openwhisk
+    python benchmarks/bench_policies_live.py --mix azure --policy openwhisk --policy fc \
+        --policy sept-share
 """
 
 from __future__ import annotations
@@ -30,7 +37,15 @@ from pathlib import Path
 
 from common import kafka_and_couchdb
 
-from invoker.workloads import IO_CPU_MIX, SEBS_MIX, io_cpu_workload, uniform_workload
+from invoker.azure import SliceSpec, draw_slice, read_azure2019
+from invoker.simulate import SimulationSettings, simulate
+from invoker.workloads import (
+    IO_CPU_MIX,
+    SEBS_MIX,
+    TraceCall,
+    io_cpu_workload,
+    uniform_workload,
+)
 from ow_invoker.harness.controller import running_invoker
 from policies import POLICY_NAMES
 from whisk.summary import Outcome, summarize
@@ -100,8 +115,10 @@ async def run_policy(
                 return loop.time() - sent
 
             responses = await asyncio.gather(*(call(c) for c in trace))
+    # Stretch over the call's own idle time: its work plus the function's idle overhead.
     outcomes = [
-        Outcome(c.function, r, idle[c.function]) for c, r in zip(trace, responses, strict=True)
+        Outcome(c.function, r, c.duration_s + max(0.0, idle[c.function] - mix[c.function]))
+        for c, r in zip(trace, responses, strict=True)
     ]
     return summarize(outcomes), idle
 
@@ -114,7 +131,16 @@ def main() -> None:
         default=120.0,
         help="calls per core per minute (of the scaled mix)",
     )
-    parser.add_argument("--mix", choices=["sebs", "io-cpu"], default="sebs")
+    parser.add_argument("--mix", choices=["sebs", "io-cpu", "azure"], default="sebs")
+    parser.add_argument(
+        "--azure",
+        default=str(Path(__file__).parent / "data" / "azure2019-invitro-66"),
+        help="the 2019 sample (--mix azure)",
+    )
+    parser.add_argument("--functions", type=int, default=8, help="functions (--mix azure)")
+    parser.add_argument("--start-minute", type=int, default=1200, help="(--mix azure)")
+    parser.add_argument("--minutes", type=int, default=2, help="(--mix azure)")
+    parser.add_argument("--time-scale", type=float, default=0.5, help="(--mix azure)")
     parser.add_argument(
         "--window", type=float, default=None, help="seconds of arrivals (20; io-cpu: 40)"
     )
@@ -133,6 +159,23 @@ def main() -> None:
         sleeping = frozenset(fn for fn, (_, cpu) in IO_CPU_MIX.items() if cpu == 0)
         trace = io_cpu_workload(2.0, args.window, args.seed)
         work = sum(c.cpu_s or 0.0 for c in trace)
+    elif args.mix == "azure":
+        spec = SliceSpec(
+            functions=args.functions,
+            start_minute=args.start_minute,
+            minutes=args.minutes,
+            max_duration_s=20.0,
+            time_scale=args.time_scale,
+        )
+        trace = [
+            TraceCall(c.arrival_s, c.function, c.duration_s * args.scale)
+            for c in draw_slice(read_azure2019(args.azure), spec)
+        ]
+        args.window = max(c.arrival_s for c in trace)
+        mix = {}  # each function's warm-up duration: its first call's
+        for c in trace:
+            mix.setdefault(c.function, c.duration_s)
+        work = sum(c.duration_s for c in trace)
     else:
         args.window = args.window or 20.0
         mix = {fn: d * args.scale for fn, d in SEBS_MIX.items()}
@@ -189,6 +232,14 @@ def main() -> None:
         "worst per-function mean response (no function starved): "
         + ", ".join(f"{p} {w:.1f} s" for p, w in worst.items())
     )
+    if args.mix == "azure":
+        print("the same trace in the simulator (1 core, no cold start):")
+        for policy in results:
+            r = simulate(trace, policy, SimulationSettings(cores=1, user_memory_mb=args.memory_mb))
+            print(
+                f"  {policy:<10} mean R {r['mean_response_s']:.2f}, p99 R "
+                f"{r['p99_response_s']:.2f}, mean S {r['mean_stretch']:.1f}"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
