@@ -458,6 +458,16 @@ class NodeScheduler(Generic[T]):
     def paused(self) -> int:
         return len(self._paused)
 
+    def _blocked_head_expected(self) -> float | None:
+        """The E[p] of the head of the queue when it cannot start and taking a core from a
+        running call could let it (not a call that joins a container of its group)."""
+        if self._plan() is not None:
+            return None  # the head can start without
+        head = self._head()
+        if head is None or head.group is not None:
+            return None
+        return self.stats.expected(head.function)
+
     def preemption_victim(
         self, now: float, pausable: Callable[[Call[T]], bool] = lambda call: True
     ) -> Call[T] | None:
@@ -470,13 +480,9 @@ class NodeScheduler(Generic[T]):
         rule = self.preemption
         if rule is None or len(self._paused) >= rule.max_paused or self._can_resume():
             return None
-        plan = self._plan()
-        if plan is not None:
-            return None  # the head can start without
-        head = self._head()
-        if head is None or head.group is not None:
+        wanted = self._blocked_head_expected()
+        if wanted is None:
             return None
-        wanted = self.stats.expected(head.function)
         table = self.cores_table
         best: Call[T] | None = None
         best_left = 0.0
@@ -537,12 +543,9 @@ class NodeScheduler(Generic[T]):
         rule = self.preemption
         if rule is None or rule.share_cores < 2 or self._paused:
             return None  # a paused call would take the core first
-        if self._plan() is not None:
-            return None  # the head can start without
-        head = self._head()
-        if head is None or head.group is not None:
+        wanted = self._blocked_head_expected()
+        if wanted is None:
             return None
-        wanted = self.stats.expected(head.function)
         table = self.cores_table
         long: dict[int, list[tuple[float, Call[T]]]] = {}
         for call in self._on_core:
