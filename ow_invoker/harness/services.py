@@ -335,9 +335,10 @@ class PodmanService(ManagedService):
         super().teardown()
 
 
-class ExternalPodman(_External, PodmanService):
+class _ExternalEngine(_External):
+    """A container engine given by the environment as a ``unix://`` DOCKER_HOST."""
+
     def __init__(self, docker_host: str):
-        self.name = "podman"
         self._docker_host = docker_host
         self.started = False
 
@@ -348,6 +349,10 @@ class ExternalPodman(_External, PodmanService):
     @property
     def socket_path(self) -> Path:
         return Path(self._docker_host.removeprefix("unix://"))
+
+
+class ExternalPodman(_ExternalEngine, PodmanService):
+    name = "podman"
 
 
 # ------------------------------------------------------------------------------------------
@@ -418,16 +423,5 @@ class DockerService(ManagedService):
         super().teardown()
 
 
-class ExternalDocker(_External, DockerService):
-    def __init__(self, docker_host: str):
-        self.name = "docker"
-        self._docker_host = docker_host
-        self.started = False
-
-    @property
-    def docker_host(self) -> str:
-        return self._docker_host
-
-    @property
-    def socket_path(self) -> Path:
-        return Path(self._docker_host.removeprefix("unix://"))
+class ExternalDocker(_ExternalEngine, DockerService):
+    name = "docker"
