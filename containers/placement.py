@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 class WarmKey(NamedTuple):
@@ -28,6 +28,22 @@ class SlotState(Enum):
     IDLE = "idle"  # warm, initialised, no call running
     PAUSED = "paused"  # warm and idle, paused to free the CPU
     BUSY = "busy"  # running a call
+
+
+class SlotLike(Protocol):
+    """What placement reads of a container: a :class:`SlotView`, or the pool's own slot
+    (read in place, so that a reservation builds no copy of every container)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def memory_mb(self) -> int: ...
+    @property
+    def state(self) -> SlotState: ...
+    @property
+    def key(self) -> WarmKey | None: ...
+    @property
+    def last_used(self) -> float: ...
 
 
 @dataclass(slots=True)
@@ -54,12 +70,12 @@ class Placement:
     evict: tuple[int, ...] = ()
 
 
-def used_memory(slots: Iterable[SlotView]) -> int:
+def used_memory(slots: Iterable[SlotLike]) -> int:
     return sum(s.memory_mb for s in slots)
 
 
 def place(
-    slots: Mapping[int, SlotView],
+    slots: Mapping[int, SlotLike],
     key: WarmKey,
     kind: str,
     memory_mb: int,

@@ -156,7 +156,7 @@ class ContainerPool:
 
     @property
     def used_memory_mb(self) -> int:
-        return used_memory(s.view() for s in self.slots.values())
+        return used_memory(self.slots.values())
 
     def count(self, state: SlotState) -> int:
         return sum(1 for s in self.slots.values() if s.state is state)
@@ -173,8 +173,8 @@ class ContainerPool:
     ) -> Lease | None:
         """``image``: a blackbox action's image, for a container created for this call;
         ``concurrency``: the action's limit (> 1: a container that calls may :meth:`join`)."""
-        views = {sid: s.view() for sid, s in self.slots.items()}
-        p = place(views, key, kind, memory_mb, self.user_memory_mb, prewarm=concurrency == 1)
+        # The slots as they are (place is pure and synchronous: nothing changes meanwhile).
+        p = place(self.slots, key, kind, memory_mb, self.user_memory_mb, prewarm=concurrency == 1)
         if p is None:
             return None
         victims = [self.slots.pop(sid) for sid in p.evict]
@@ -372,16 +372,17 @@ class ContainerPool:
         self.on_change()
 
     def _spawn(self, coro) -> asyncio.Task[None]:
-        task = self.supervisor.spawn(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self.supervisor.spawn(coro, track=self._tasks)
 
     async def _janitor_loop(self) -> None:
         while True:
             await asyncio.sleep(min(1.0, self.pause_grace_s))
             now = self.clock.now()
-            for slot in list(self.slots.values()):
+            # Only a slot idle for the shorter of the two limits can be due for either (a
+            # node keeps hundreds of containers for hours; this runs every second).
+            soonest = min(self.pause_grace_s, self.idle_timeout_s)
+            due = [s for s in self.slots.values() if now - s.last_used >= soonest]
+            for slot in due:
                 idle_for = now - slot.last_used
                 idle = slot.state in (SlotState.IDLE, SlotState.PAUSED)
                 if idle and idle_for >= self.idle_timeout_s:

@@ -67,7 +67,7 @@ async def _simulate(
     with tempfile.TemporaryDirectory(prefix="ow-sim-") as state:
         # On disk in the run's directory, not in memory: a day of activation records
         # would otherwise stay in the process.
-        store = EmbeddedStore(Path(state) / "store.sqlite", threaded=False)
+        store = EmbeddedStore(Path(state) / "store.sqlite", threaded=False, durable=False)
         config = InvokerConfig(
             policy=policy,
             action_cores=tuple(range(settings.cores)),

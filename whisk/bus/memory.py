@@ -18,8 +18,15 @@ class _Topic:
         self.log: list[bytes] = []
         self.base = 0
         self.max_message_bytes = max_message_bytes
-        self.changed = asyncio.Event()
+        self.waiters: list[asyncio.Future[None]] = []  # polls waiting for a message
         self.committed: dict[str, int] = {}
+
+    def wake(self) -> None:
+        """Something changed (a message, a resume): every waiting poll looks again."""
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @property
     def end(self) -> int:
@@ -68,6 +75,8 @@ class MemoryConsumer:
         self._group = group
         self._position = 0
         self._paused = False
+        self._waiter: asyncio.Future[None] | None = None  # of the poll under way
+        self._expired = False  # its time is up
 
     async def start(self) -> None:
         self._position = max(self._topic.committed.get(self._group, 0), self._topic.base)
@@ -75,18 +84,32 @@ class MemoryConsumer:
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
         t = self._topic
         if self._paused or self._position >= t.end:
-            t.changed.clear()
+            # A timer that wakes the wait, not asyncio.timeout: an empty poll ends without
+            # cancelling the task and raising through it (the feed polls twice a second).
+            loop = asyncio.get_running_loop()
+            self._expired = False
+            timer = loop.call_later(timeout_s, self._expire)
             try:
-                async with asyncio.timeout(timeout_s):
-                    while self._paused or self._position >= t.end:
-                        await t.changed.wait()
-                        t.changed.clear()
-            except TimeoutError:
-                return []
+                while self._paused or self._position >= t.end:
+                    if self._expired:
+                        return []
+                    self._waiter = waiter = loop.create_future()
+                    t.waiters.append(waiter)
+                    await waiter
+            finally:
+                timer.cancel()
+                left, self._waiter = self._waiter, None
+                if left is not None and left in t.waiters:  # not woken: expired, cancelled
+                    t.waiters.remove(left)
         start = self._position
         batch = t.read(start, max_records)
         self._position += len(batch)
         return [Record(self._name, 0, start + i, v) for i, v in enumerate(batch)]
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def commit(self, offsets: dict[int, int]) -> None:
         if 0 in offsets:
@@ -97,7 +120,7 @@ class MemoryConsumer:
 
     def resume(self) -> None:
         self._paused = False
-        self._topic.changed.set()
+        self._topic.wake()
 
     async def end_offsets(self) -> dict[int, int]:
         return {0: self._topic.end}
@@ -118,7 +141,7 @@ class MemoryProducer:
         if len(value) > t.max_message_bytes:
             raise MessageTooLarge(f"{len(value)} bytes > {t.max_message_bytes} on {topic}")
         t.log.append(value)
-        t.changed.set()
+        t.wake()
 
     async def stop(self) -> None:
         pass

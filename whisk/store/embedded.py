@@ -81,11 +81,15 @@ def _private_database(path: Path) -> None:
 
 
 class EmbeddedStore:
-    def __init__(self, path: str | Path, threaded: bool = True) -> None:
+    def __init__(self, path: str | Path, threaded: bool = True, durable: bool = True) -> None:
         """``path`` ``":memory:"`` keeps nothing on disk; ``threaded=False`` runs SQLite on
         the loop's thread (only for the simulator, where the loop's time is virtual and a
-        worker thread would let real time leak in)."""
+        worker thread would let real time leak in). ``durable=False``: a scratch file that
+        one process uses and nobody reads after a crash (the simulator's, in its run's
+        temporary directory): SQLite neither syncs nor takes file locks per transaction,
+        which were most of the cost of writing a record; every record is still written."""
         self.path = path if path == ":memory:" else Path(path)
+        self.durable = durable
         if isinstance(self.path, Path):
             _private_database(self.path)
         self._pool = (
@@ -98,8 +102,10 @@ class EmbeddedStore:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if not self.durable:  # before WAL: then no shared-memory file either
+                conn.execute("PRAGMA locking_mode=EXCLUSIVE")
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'NORMAL' if self.durable else 'OFF'}")
             conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn

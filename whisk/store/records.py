@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ from whisk.store import Store, StoreError, StoreUnavailable
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+
+
+def _expire(arrival: asyncio.Future[None]) -> None:
+    if not arrival.done():
+        arrival.set_result(None)
 
 
 class RecordWriter:
@@ -47,7 +53,13 @@ class RecordWriter:
         # Records are not waited on (the acks went first): lingering a little makes the
         # database's batches, and so its work per record, several times smaller.
         self.linger_s = linger_s
-        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[None]]] = asyncio.Queue()
+        # Records to write, and the writing loop's wait for the next (set by ``write``).
+        # Not an asyncio.Queue: waiting for a record with a time limit (the linger) was a
+        # task, a timer and a cancellation per record (millions in a simulated day).
+        self._queue: deque[tuple[dict[str, Any], asyncio.Future[None]]] = deque()
+        self._arrival: asyncio.Future[None] | None = None
+        self._unflushed = 0  # queued or being written
+        self._flushed: asyncio.Future[None] | None = None  # close() waits for 0
         self._spooled_ids: set[str] = set()
         self._spool_bytes = 0
         self._down_until = float("-inf")
@@ -75,7 +87,11 @@ class RecordWriter:
 
     async def write(self, doc: dict[str, Any]) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._queue.put((doc, fut))
+        self._queue.append((doc, fut))
+        self._unflushed += 1
+        arrival = self._arrival
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)
         await fut
 
     async def close(self, timeout_s: float = 10.0) -> None:
@@ -84,37 +100,51 @@ class RecordWriter:
             return
         try:
             async with asyncio.timeout(timeout_s):
-                await self._queue.join()
+                while self._unflushed:
+                    self._flushed = asyncio.get_running_loop().create_future()
+                    await self._flushed
         except TimeoutError:
-            log.warning("record writer closed with %d records unflushed", self._queue.qsize())
+            log.warning("record writer closed with %d records unflushed", len(self._queue))
+        finally:
+            self._flushed = None
         await self.supervisor.stop("record-writer")
         self._started = False
 
     # -- internals --
 
+    async def _arrived(self, timeout_s: float | None) -> bool:
+        """Whether a record waits, waiting up to ``timeout_s`` (None: as long as it takes)."""
+        if self._queue:
+            return True
+        loop = asyncio.get_running_loop()
+        self._arrival = arrival = loop.create_future()
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, arrival)
+        try:
+            await arrival
+        finally:
+            self._arrival = None
+            if timer is not None:
+                timer.cancel()
+        return bool(self._queue)
+
     async def _run(self) -> None:
+        queue = self._queue
         while True:
             if self._spooled_ids:
-                try:
-                    first = await asyncio.wait_for(self._queue.get(), self.retry_s)
-                except TimeoutError:
+                if not await self._arrived(self.retry_s):
                     await self._replay()
                     continue
             else:
-                first = await self._queue.get()
-            batch = [first]
+                while not await self._arrived(None):
+                    pass
+            batch = [queue.popleft()]
             deadline = self.clock.now() + self.linger_s
             while len(batch) < self.batch_max:
-                if self._queue.empty():
+                if not queue:
                     wait = deadline - self.clock.now()
-                    if wait <= 0:
+                    if wait <= 0 or not await self._arrived(wait):
                         break
-                    try:
-                        batch.append(await asyncio.wait_for(self._queue.get(), wait))
-                    except TimeoutError:
-                        break
-                else:
-                    batch.append(self._queue.get_nowait())
+                batch.append(queue.popleft())
             try:
                 await self._flush(batch)
             except Exception as e:  # its writers must not wait forever; the task restarts
@@ -123,8 +153,9 @@ class RecordWriter:
                         fut.set_exception(e)
                 raise
             finally:
-                for _ in batch:
-                    self._queue.task_done()
+                self._unflushed -= len(batch)
+                if not self._unflushed and self._flushed is not None and not self._flushed.done():
+                    self._flushed.set_result(None)
 
     async def _flush(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
         docs = [d for d, _ in batch]
