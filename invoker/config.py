@@ -102,7 +102,9 @@ class InvokerConfig:
         help="cores for actions: a count (2), or core ids: 1,2 or 1-3 (one id: 1,)",
     )
     policy: str = setting(
-        "fc", help="call-scheduling policy: fifo, sept, eect, rect, fc, openwhisk"
+        "fc",
+        help="call-scheduling policy: fifo, sept, eect, rect, fc, openwhisk "
+        "(experimental: sept-share, fc-share)",
     )
     fc_window_s: float = setting(60.0, help="FC's window T in seconds")
     cpu_sample_s: float = setting(

@@ -258,6 +258,11 @@ class NodeScheduler(Generic[T]):
         self._handed_core: int | None = None  # the core it left
         self.preempted = 0  # pauses so far
         self.moved = 0  # calls moved to share a core, and back to an idle one
+        # Overdue calls (Preemption.overdue): (deadline, order, seq, call) of waiting calls,
+        # stale once started; the one chosen to start on a shared core, and that core.
+        self._overdue: list[tuple[float, int, int, Call[T]]] = []
+        self._chosen: tuple[Call[T], int] | None = None
+        self.overdue_starts = 0
 
     @property
     def queued(self) -> int:
@@ -300,13 +305,33 @@ class NodeScheduler(Generic[T]):
             return call
         light = self.stats.share(function) <= self.cores_table.light_limit
         heapq.heappush(self._light if light else self._heavy, entry)
+        if self.preemption is not None:
+            due = self.preemption.deadline(info.received, self.stats.expected(function))
+            if due is not None:
+                self._push_overdue((due, order, seq, call))
         return call
+
+    def _push_overdue(self, entry: tuple[float, int, int, Call[T]]) -> None:
+        heap = self._overdue
+        heapq.heappush(heap, entry)
+        if len(heap) > 2 * self.queued + 64:  # bounded: drop the entries of started calls
+            heap[:] = [e for e in heap if e[3].waiting]
+            heapq.heapify(heap)
+
+    def next_overdue(self) -> float | None:
+        """When the next waiting call becomes overdue (None: none will), for a wake-up."""
+        heap = self._overdue
+        while heap and not heap[0][3].waiting:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def _plan(
         self,
     ) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float, Shared | None] | None:
         """(heap, core, share, container to join) of the call that can start now, or None
         (also while a paused call could resume: it goes first)."""
+        if self._chosen is not None:
+            return self._overdue, self._chosen[1], self._chosen[0].share, None
         if self._paused and self._handing_over is None and self._can_resume() is not None:
             return None
         if self._joinable:
@@ -351,6 +376,8 @@ class NodeScheduler(Generic[T]):
     def peek(self) -> Call[T] | None:
         """The call that would start now, or None if none can (queue empty, or no core has
         room for it)."""
+        if self._chosen is not None:
+            return self._chosen[0]
         plan = self._plan()
         return plan[0][0][3] if plan else None
 
@@ -381,7 +408,13 @@ class NodeScheduler(Generic[T]):
         if plan is None:
             raise RuntimeError("no call can start: queue empty or no core has room")
         heap, core, share, shared = plan
-        call = heapq.heappop(heap)[3]
+        if self._chosen is not None:  # an overdue call, onto the core it shares
+            call, self._chosen = self._chosen[0], None
+            self._stale += 1  # its entry in the main heaps
+            call.shared_core = True
+            self.overdue_starts += 1
+        else:
+            call = heapq.heappop(heap)[3]
         self._handing_over = None
         call.waiting = False
         call.started = call.resumed = now
@@ -592,6 +625,46 @@ class NodeScheduler(Generic[T]):
         call = min(calls, key=lambda c: (rule.remaining(c.expected, c.ran(now)), c.seq))
         return call, idle[0]
 
+    def choose_overdue(
+        self, now: float, pausable: Callable[[Call[T]], bool] = lambda call: True
+    ) -> Call[T] | None:
+        """The longest overdue waiting call (:meth:`Preemption.deadline` passed), made the
+        one :meth:`start` takes next, onto a core it shares; or None. Its core holds only
+        ``pausable`` calls, fewer than ``share_cores``, each expected to need at least as
+        long as it (so it slows no call that would end sooner); the least crowded such
+        core. :meth:`unchoose` takes the choice back (it could not start: no memory)."""
+        rule = self.preemption
+        due = self.next_overdue()
+        if rule is None or due is None or due > now or self._plan() is not None:
+            return None
+        call = self._overdue[0][3]
+        if call.group is not None:
+            return None
+        wanted = self.stats.expected(call.function)
+        table = self.cores_table
+        longer: dict[int, int] = {}
+        for running in self._on_core:
+            core = running.core
+            if core is None or not pausable(running):
+                continue
+            if rule.remaining(running.expected, running.ran(now)) >= wanted:
+                longer[core] = longer.get(core, 0) + 1
+        hosts = [
+            core
+            for core, n in longer.items()
+            if n == table.calls[core] < rule.share_cores and core not in table.full
+        ]
+        if not hosts:
+            return None
+        core = min(hosts, key=lambda c: (longer[c], table.load[c], c))
+        call.share = self.stats.share(call.function)
+        self._chosen = (call, core)
+        return call
+
+    def unchoose(self) -> None:
+        """Take back :meth:`choose_overdue`'s choice (the call stays queued)."""
+        self._chosen = None
+
     def move(self, call: Call[T], core: int, *, undo: bool = False) -> int:
         """Put a running call (one that :meth:`sharing_move` or :meth:`spread_move` names)
         on ``core``; returns the core it left. ``undo``: taking back the move just made
@@ -729,6 +802,8 @@ class NodeScheduler(Generic[T]):
             call.waiting = False
         self._light.clear()
         self._heavy.clear()
+        self._overdue.clear()
+        self._chosen = None
         self._stale = 0
         self._joinable.clear()
         for group, g in list(self._groups.items()):

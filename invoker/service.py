@@ -175,6 +175,8 @@ class Invoker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running: dict[Call[Job], NodeScheduler[Job]] = {}  # started calls, their queue
+        # Per queue: when the next waiting call becomes overdue, and the wake-up set for it.
+        self._overdue_timers: dict[int, tuple[float, asyncio.TimerHandle]] = {}
         self._install_gauges()
 
     # -- configuration helpers --
@@ -615,20 +617,22 @@ class Invoker:
                 self._spread(queue)  # long calls sharing a core get back one that freed
                 while True:
                     now = self.clock.now()
-                    victim = moved = None
+                    victim = moved = chosen = None
                     if not queue.can_start():
                         moved = queue.sharing_move(now, _in_run)
                         if moved is not None:
                             left = queue.move(*moved)
-                        elif (victim := queue.preemption_victim(now, _in_run)) is None:
-                            break
-                        else:
+                        elif (victim := queue.preemption_victim(now, _in_run)) is not None:
                             queue.pause(victim, now)
+                        elif (chosen := queue.choose_overdue(now, _in_run)) is None:
+                            break
                     if not self._start_next(queue):
                         if victim is not None:
                             queue.unpause(victim, now)
                         if moved is not None:
                             queue.move(moved[0], left, undo=True)
+                        if chosen is not None:
+                            queue.unchoose()
                         break
                     if victim is not None:
                         self.metrics.preemptions.inc()
@@ -636,6 +640,22 @@ class Invoker:
                     if moved is not None:
                         self._spawn(self._repin(moved[0]))
                 self._spread(queue)
+                self._wake_when_overdue(queue)
+
+    def _wake_when_overdue(self, queue: NodeScheduler[Job]) -> None:
+        """Look again when the next waiting call becomes overdue (nothing else may wake
+        the loop then). A call already overdue that found no core to share waits for the
+        next start or end, the only events that make one."""
+        due, now = queue.next_overdue(), self.clock.now()
+        if due is None or due <= now:  # one overdue now waits for a release or an arrival
+            return
+        set_for = self._overdue_timers.get(id(queue))
+        if set_for is not None and now < set_for[0] <= due:
+            return  # one is set for then or sooner
+        if set_for is not None:
+            set_for[1].cancel()
+        handle = asyncio.get_running_loop().call_later(max(0.0, due - now), self._wake)
+        self._overdue_timers[id(queue)] = (due, handle)
 
     def _spread(self, queue: NodeScheduler[Job]) -> None:
         while (moved := queue.spread_move(self.clock.now(), _in_run)) is not None:

@@ -177,6 +177,7 @@ async def _simulate(
         cold = invoker.pool.cold_starts - cold_before
         preemptions = invoker.scheduler.preempted
         moved = invoker.scheduler.moved
+        overdue = invoker.scheduler.overdue_starts
         busy = backend.cpu.busy_core_seconds
         await invoker.stop(deadline_s=0)
         await store.close()
@@ -189,6 +190,7 @@ async def _simulate(
         "cold_starts": cold,
         "preemptions": preemptions,
         "moved": moved,
+        "overdue_starts": overdue,
         "makespan_s": makespan,
         "busy_core_seconds": busy,
     }

@@ -49,4 +49,13 @@ SEPT_SHARE = Policy(
     preemption=Preemption(share_cores=4),
 )
 
-BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK, SEPT_SHARE)}
+FC_SHARE = Policy(
+    "fc-share",
+    _fc,
+    description="FC; a much shorter waiting call takes a long call's core, which moves onto "
+    "another long call's (the two share it), and a call that has waited 4x its E[p] starts "
+    "on a core it shares with longer calls (experimental: docs/policies.md, heavy tails)",
+    preemption=Preemption(share_cores=4, overdue=4.0),
+)
+
+BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK, SEPT_SHARE, FC_SHARE)}

@@ -362,3 +362,70 @@ def test_move_of_a_call_without_a_core_is_refused():
     waiting = sched.admit("long", "L", 1.0)
     with pytest.raises(RuntimeError):
         sched.move(waiting, 1)
+
+
+# -- overdue calls starting on a core shared with longer calls (Preemption.overdue) --
+
+
+def overdue_node(overdue: float = 0.25) -> NodeScheduler[str]:
+    """Two cores, each held by a 30 s call since t=1; ``mid`` (20 s) is known."""
+    sched: NodeScheduler[str] = NodeScheduler(
+        SEPT, cores=[0, 1], preemption=Preemption(share_cores=2, overdue=overdue)
+    )
+    for fn, p in (("huge", 30.0), ("mid", 20.0), ("short", 0.1)):
+        sched.admit(fn, "warm-up", 0.0)
+        sched.finish(sched.start(0.0), p, cpu_s=p)
+    for name in ("H0", "H1"):
+        sched.admit("huge", name, 1.0)
+        sched.start(1.0)
+    return sched
+
+
+def test_an_overdue_call_starts_on_a_core_it_shares_with_longer_calls():
+    sched = overdue_node()
+    mid = sched.admit("mid", "M", 2.0)  # 20 s is not much shorter than 29 s: no move, no pause
+    assert sched.sharing_move(2.0) is None and sched.preemption_victim(2.0) is None
+    assert sched.next_overdue() == pytest.approx(7.0)  # 2 + 0.25 * 20
+    assert sched.choose_overdue(6.9) is None and sched.peek() is None
+    assert sched.choose_overdue(7.0) is mid and sched.peek() is mid
+    started = sched.start(7.0)
+    assert started is mid and mid.core == 0 and mid.shared_core
+    assert sched.cores_table.calls[0] == 2 and sched.queued == 0 and sched.overdue_starts == 1
+    assert sched.next_overdue() is None
+
+
+def test_an_overdue_call_never_slows_a_call_expected_to_end_sooner():
+    sched = overdue_node()
+    sched.admit("mid", "M", 2.0)
+    # At 12 s the 30 s calls have 19 s left, less than M's 20 s: no core to share.
+    assert sched.choose_overdue(12.0) is None
+    assert sched.choose_overdue(7.0, pausable=lambda call: False) is None  # the caller's say
+    sched.admit("mid", "M2", 2.5)
+    assert sched.choose_overdue(7.0) is not None
+    sched.start(7.0)
+    # Core 0 holds two (share_cores=2): only core 1 is left, then none.
+    assert sched.choose_overdue(7.7) is not None and sched.start(7.7).core == 1
+    sched.admit("mid", "M3", 3.0)
+    assert sched.choose_overdue(8.5) is None
+
+
+def test_an_overdue_choice_the_node_cannot_start_is_taken_back():
+    sched = overdue_node()
+    mid = sched.admit("mid", "M", 2.0)
+    assert sched.choose_overdue(7.0) is mid
+    sched.unchoose()
+    assert sched.peek() is None and sched.queued == 1 and mid.waiting
+    assert sched.choose_overdue(7.0) is mid
+
+
+def test_overdue_is_off_by_default_and_its_heap_stays_bounded():
+    plain = trained(Preemption(share_cores=2), cores=(0, 1))
+    plain.admit("long", "L", 1.0)
+    assert plain.next_overdue() is None and plain.choose_overdue(1e9) is None
+    with pytest.raises(ValueError):
+        Preemption(share_cores=2, overdue=-1.0)
+    sched = trained(Preemption(share_cores=2, overdue=1.0), cores=(0, 1))
+    for i in range(1000):  # each starts at once: its overdue entry goes stale
+        sched.admit("short", f"S{i}", 1.0 + i)
+        sched.finish(sched.start(1.0 + i), 0.1, cpu_s=0.1)
+    assert len(sched._overdue) <= 64
