@@ -248,9 +248,9 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _expire(waiter: asyncio.Future[Any]) -> None:
+def _expire(waiter: asyncio.Future[Any], message: str) -> None:
     if not waiter.done():
-        waiter.set_exception(TimeoutError())
+        waiter.set_exception(TimeoutError(message))
 
 
 class RuntimeClient:
@@ -321,7 +321,8 @@ class RuntimeClient:
             transport.write(message + body)
         else:
             transport.writelines((message, body))
-        timer = loop.call_at(deadline, _expire, waiter)
+        what = f"no answer from the runtime at {self._where} within {timeout_s:g} s"
+        timer = loop.call_at(deadline, _expire, waiter, what)
         try:
             await waiter
         except BaseException:
@@ -352,8 +353,10 @@ class RuntimeClient:
                     else:
                         _, conn = await self._connect_made(loop)
                 return conn
-            except TimeoutError:
-                raise
+            except TimeoutError as e:
+                raise TimeoutError(
+                    f"the runtime at {self._where} accepted no connection in time"
+                ) from e
             except OSError as e:
                 if not retry:
                     raise ContainerGone(
