@@ -1,79 +1,162 @@
 """Heavy tails: the policies on slices of a real Azure Functions 2019 sample, in the simulator.
 
-    python benchmarks/bench_heavy_tail.py                 # the slices and memories below
-    python benchmarks/bench_heavy_tail.py --memory-mb 2048
+    python benchmarks/bench_heavy_tail.py                      # 5 seeds x 2 loads x 2 memories
+    python benchmarks/bench_heavy_tail.py --seeds 1 --memory-mb 32768 --plot docs/figures/x.png
 
 The sample (``benchmarks/data/azure2019-invitro-66``, see its README) is 66 functions of
-the public dataset; each slice is drawn from it with ``invoker.azure.draw_slice`` (seed 1,
-durations capped at 60 s) and sized to a node by its core count; every action gets
+the public dataset. Each slice is drawn from it with ``invoker.azure.draw_slice`` (16
+functions, the first 20 minutes, durations capped at 60 s, one seed per slice) and put on
+as many cores as give it an offered load of about 0.9 and 1.1; every action gets
 OpenWhisk's default 256 MB (the sample's apps mostly allocate 2 GB, which would make a
-2 GB node run one call at a time). Prints, per slice and user
-memory, each policy's mean response R, p99 R and mean stretch S, and the ratios of its mean
-R, p99 and S to the better of ``openwhisk`` and ``fc`` in the same run (the goal of issue
-27: mean <= 0.8x, stretch <= openwhisk's, p99 <= the better's).
+2 GB node run one call at a time). Prints, per slice and user memory, each policy's mean
+response R, p99 R and mean stretch S, and the ratios of its mean R and p99 to the better of
+``openwhisk`` and ``fc`` in the same run and of its S to ``openwhisk``'s (issue 27's goal:
+mean <= 0.8x, p99 <= 1.0x, S <= 1.0x); then, per policy, the geometric mean and the worst of
+each ratio over the runs at each memory. The simulator is deterministic.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from invoker.azure import SliceSpec, draw_slice, offered_load, read_azure2019
+from invoker.azure import AzureFunction, SliceSpec, draw_slice, offered_load, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
+from invoker.workloads import TraceCall
 
 SAMPLE = Path(__file__).parent / "data" / "azure2019-invitro-66"
-# (name, cores, slice): loads 0.88 and 1.10 of a 20-minute window of 16 functions.
-SLICES = (
-    ("A", 10, SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0)),
-    ("B", 8, SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0)),
-)
+LOADS = (0.9, 1.1)
 RUNS = (
     ("openwhisk", False),
     ("fc", False),
     ("sept", False),
-    ("fc", True),
     ("sept", True),
     ("sept-share", False),
+    ("fc-share", False),
 )
+RATIOS = ("R/best", "p99/best", "S/ow")
+
+
+def _label(policy: str, preempt: bool) -> str:
+    return policy + ("+preempt" if preempt else "")
+
+
+def _slice(functions: list[AzureFunction], seed: int) -> list[TraceCall]:
+    spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=seed)
+    return [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+
+
+def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    ow, fc = results["openwhisk"], results["fc"]
+    best = min(ow["mean_response_s"], fc["mean_response_s"])
+    best_p99 = min(ow["p99_response_s"], fc["p99_response_s"])
+    return {
+        label: (
+            r["mean_response_s"] / best,
+            r["p99_response_s"] / best_p99,
+            r["mean_stretch"] / ow["mean_stretch"],
+        )
+        for label, r in results.items()
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memory-mb", type=int, action="append", help="default 32768 2048")
+    parser.add_argument("--seeds", type=int, default=5, help="slices, seeded 1..N (default 5)")
+    parser.add_argument("--plot", help="write the ratios per run as a chart (PNG; matplotlib)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
     functions = read_azure2019(SAMPLE)
-    for name, cores, spec in SLICES:
-        trace = [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+    memories = args.memory_mb or [32768, 2048]
+    every: dict[str, list[tuple[float, float, float]]] = {_label(*run): [] for run in RUNS}
+    runs: list[str] = []
+    for seed in range(1, args.seeds + 1):
+        trace = _slice(functions, seed)
         span = max(c.arrival_s for c in trace)
-        for memory in args.memory_mb or [32768, 2048]:
-            print(
-                f"slice {name}: {len(trace)} calls, {cores} cores, offered load "
-                f"{offered_load(trace, cores, span):.2f}, user memory {memory} MB"
-            )
-            print(
-                f"{'policy':<16} {'mean R':>8} {'p99 R':>8} {'mean S':>8} "
-                f"{'R/best':>7} {'p99/best':>8} {'S/ow':>6}"
-            )
-            results = {}
-            for policy, preempt in RUNS:
-                label = policy + ("+preempt" if preempt else "")
-                settings = SimulationSettings(cores=cores, user_memory_mb=memory, preempt=preempt)
-                results[label] = simulate(trace, policy, settings)
-            ow, fc = results["openwhisk"], results["fc"]
-            best = min(ow, fc, key=lambda r: r["mean_response_s"])
-            best_p99 = min(ow["p99_response_s"], fc["p99_response_s"])
-            for label, r in results.items():
+        work = sum(c.duration_s for c in trace) / span
+        for load in LOADS:
+            cores = max(1, round(work / load))
+            for memory in memories:
+                name = f"seed {seed}, load {offered_load(trace, cores, span):.2f}, {memory} MB"
+                print(f"slice {name}: {len(trace)} calls on {cores} cores")
                 print(
-                    f"{label:<16} {r['mean_response_s']:8.2f} {r['p99_response_s']:8.2f} "
-                    f"{r['mean_stretch']:8.2f} "
-                    f"{r['mean_response_s'] / best['mean_response_s']:7.2f} "
-                    f"{r['p99_response_s'] / best_p99:8.2f} "
-                    f"{r['mean_stretch'] / ow['mean_stretch']:6.2f}",
-                    flush=True,
+                    f"{'policy':<16} {'mean R':>8} {'p99 R':>8} {'mean S':>8} "
+                    + " ".join(f"{r:>8}" for r in RATIOS)
                 )
+                results = {
+                    _label(policy, preempt): simulate(
+                        trace,
+                        policy,
+                        SimulationSettings(cores=cores, user_memory_mb=memory, preempt=preempt),
+                    )
+                    for policy, preempt in RUNS
+                }
+                for label, ratio in _ratios(results).items():
+                    r = results[label]
+                    every[label].append(ratio)
+                    print(
+                        f"{label:<16} {r['mean_response_s']:8.2f} {r['p99_response_s']:8.2f} "
+                        f"{r['mean_stretch']:8.2f} " + " ".join(f"{x:8.2f}" for x in ratio),
+                        flush=True,
+                    )
+                runs.append(name)
+    for memory in memories:
+        at = [i for i, run in enumerate(runs) if run.endswith(f" {memory} MB")]
+        print(f"{memory} MB, over {len(at)} runs: geometric mean (worst) of each ratio")
+        print(f"{'policy':<16} " + " ".join(f"{r:>14}" for r in RATIOS))
+        for label, ratios in every.items():
+            cells = []
+            for k in range(len(RATIOS)):
+                xs = [ratios[i][k] for i in at]
+                geo = math.exp(sum(math.log(x) for x in xs) / len(xs))
+                cells.append(f"{geo:6.3f} ({max(xs):5.2f})")
+            print(f"{label:<16} " + " ".join(f"{c:>14}" for c in cells))
+    if args.plot:
+        _plot(Path(args.plot), runs, every, memories)
+
+
+def _plot(
+    path: Path,
+    runs: list[str],
+    every: dict[str, list[tuple[float, float, float]]],
+    memories: list[int],
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        len(memories), len(RATIOS), figsize=(13, 3.4 * len(memories)), squeeze=False
+    )
+    for row, memory in zip(axes, memories, strict=True):
+        at = [i for i, run in enumerate(runs) if run.endswith(f" {memory} MB")]
+        ticks = [
+            runs[i].split(",")[0].replace("seed ", "s") + runs[i].split(",")[1][5:] for i in at
+        ]
+        for k, (ax, ratio) in enumerate(zip(row, RATIOS, strict=True)):
+            for n, (label, ratios) in enumerate(every.items()):
+                x = [j + (n - len(every) / 2) * 0.07 for j in range(len(at))]
+                ax.plot(x, [ratios[i][k] for i in at], "o", ms=4, label=label)
+            ax.axhline(0.8 if k == 0 else 1.0, color="black", lw=0.8, ls="--")
+            ax.set_yscale("log")
+            ax.set_title(f"{ratio} at {memory} MB (goal {'0.8' if k == 0 else '1.0'})", fontsize=9)
+            ax.set_xticks(range(len(at)), ticks, fontsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(
+        "heavy tails: slices of the Azure 2019 sample, seed and offered load "
+        "(benchmarks/bench_heavy_tail.py)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

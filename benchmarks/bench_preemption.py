@@ -6,9 +6,9 @@ each policy with and without ``--preempt``, over several seeds and intensities.
 
 Prints, per intensity, the mean over seeds of each policy's mean response R, p99 R and mean
 stretch S, and the ratio of preemptive SEPT's (and FC's) mean R to SEPT's (FC's) in the same
-runs, and of ``sept-share``'s to FC's. The simulator runs the service's own scheduler
-(``ow-invoker simulate``); pauses cost ``--pause-cost`` seconds (default 0.01 s, about a
-``docker pause`` + unpause).
+runs, and of ``sept-share``'s and ``fc-share``'s to FC's. The simulator runs the service's
+own scheduler (``ow-invoker simulate``); pauses cost ``--pause-cost`` seconds (default
+0.01 s, about a ``docker pause`` + unpause).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ RUNS = (
     ("fc", False),
     ("fc", True),
     ("sept-share", False),  # its own rule; "ratio" is to FC's mean R
+    ("fc-share", False),  # likewise
 )
+SHARING = ("sept-share", "fc-share")
 
 
 def main() -> None:
@@ -46,7 +48,7 @@ def main() -> None:
     )
     print(
         f"{'I':>5} {'policy':<13} {'mean R':>8} {'p99 R':>8} {'mean S':>8} {'paused':>7} "
-        f"{'R / no preempt (sept-share: / fc)':>15}"
+        f"{'R / no preempt (*-share: / fc)':>15}"
     )
     for intensity in intensities:
         rows: dict[tuple[str, bool], list[dict]] = {run: [] for run in RUNS}
@@ -62,8 +64,8 @@ def main() -> None:
         for policy, preempt in RUNS:
             results = rows[policy, preempt]
             ratio = ""
-            if preempt or policy == "sept-share":
-                base = rows["fc", False] if policy == "sept-share" else rows[policy, False]
+            if preempt or policy in SHARING:
+                base = rows["fc", False] if policy in SHARING else rows[policy, False]
                 pairs = zip(results, base, strict=True)
                 r = statistics.mean(a["mean_response_s"] / b["mean_response_s"] for a, b in pairs)
                 ratio = f"{r:.3f}"

@@ -10,11 +10,15 @@ import contextlib
 import io
 import json
 import re
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from invoker.azure import SliceSpec, draw_slice, read_azure2019
+from invoker.simulate import SimulationSettings
+from invoker.simulate import simulate as simulate_trace
 from ow_invoker.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,3 +183,26 @@ def test_the_fuzz_corpus_counts(name):
     assert f"atheris, {len(NAMES)} targets" in text
     assert re.search(rf"`tests/fuzz/corpus/<target>` \({seeds} seeds:", text), seeds
     assert sorted(p.name for p in corpus.iterdir()) == sorted(NAMES)
+
+
+def test_the_heavy_tail_rows_of_seed_1_in_policies_md():
+    """The first slice of ``benchmarks/bench_heavy_tail.py`` (seed 1, 10 cores, 32 GB),
+    drawn and simulated as the benchmark does."""
+    text = doc("docs/policies.md")
+    lines = text[text.index("| slice | policy | mean R (s)") :].splitlines()[2:]
+    rows = {}
+    for line in lines:
+        if not line.startswith("| seed 1, 0.88, 10 cores"):
+            continue
+        cells = [c.strip().strip("*").strip("`") for c in line.strip("|").split("|")]
+        rows[cells[1]] = cells[2:5]
+    assert set(rows) == {"openwhisk", "fc", "sept-share", "fc-share"}
+    functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
+    spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=1)
+    trace = [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+    settings = SimulationSettings(cores=10, user_memory_mb=32768)
+    expected = {}
+    for policy in rows:
+        r = simulate_trace(trace, policy, settings)
+        expected[policy] = [r["mean_response_s"], r["p99_response_s"], r["mean_stretch"]]
+    check_table(rows, expected)
