@@ -80,7 +80,9 @@ def open_netns(cid: str, info: Mapping[str, Any]) -> int:
     try:
         fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
-        raise NetnsError(e.errno, f"opening /proc/{pid}/ns/net: {e}") from e
+        # No /proc/<pid> any more: it exited since the inspect, as ESRCH says.
+        code = errno.ESRCH if e.errno == errno.ENOENT else e.errno
+        raise NetnsError(code, f"opening /proc/{pid}/ns/net: {e}") from e
     try:
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:

@@ -654,7 +654,7 @@ class Invoker:
             return  # one is set for then or sooner
         if set_for is not None:
             set_for[1].cancel()
-        handle = asyncio.get_running_loop().call_later(max(0.0, due - now), self._wake)
+        handle = asyncio.get_running_loop().call_later(due - now, self._wake)
         self._overdue_timers[id(queue)] = (due, handle)
 
     def _spread(self, queue: NodeScheduler[Job]) -> None:
