@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
+import statistics
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from invoker.azure import AzureFunction, SliceSpec, draw_slice, offered_load, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
@@ -39,6 +39,22 @@ RUNS = (
     ("fc-share", False),
 )
 RATIOS = ("R/best", "p99/best", "S/ow")
+
+
+class Run(NamedTuple):
+    """One slice at one user memory: its seed, offered load and memory."""
+
+    seed: int
+    load: float
+    memory_mb: int
+
+    def __str__(self) -> str:
+        return f"seed {self.seed}, load {self.load:.2f}, {self.memory_mb} MB"
+
+
+def _at(runs: list[Run], memory: int) -> list[int]:
+    """The indexes of the runs at ``memory``."""
+    return [i for i, run in enumerate(runs) if run.memory_mb == memory]
 
 
 def _label(policy: str, preempt: bool) -> str:
@@ -74,7 +90,7 @@ def main() -> None:
     functions = read_azure2019(SAMPLE)
     memories = args.memory_mb or [32768, 2048]
     every: dict[str, list[tuple[float, float, float]]] = {_label(*run): [] for run in RUNS}
-    runs: list[str] = []
+    runs: list[Run] = []
     for seed in range(1, args.seeds + 1):
         trace = _slice(functions, seed)
         span = max(c.arrival_s for c in trace)
@@ -82,8 +98,8 @@ def main() -> None:
         for load in LOADS:
             cores = max(1, round(work / load))
             for memory in memories:
-                name = f"seed {seed}, load {offered_load(trace, cores, span):.2f}, {memory} MB"
-                print(f"slice {name}: {len(trace)} calls on {cores} cores")
+                run = Run(seed, offered_load(trace, cores, span), memory)
+                print(f"slice {run}: {len(trace)} calls on {cores} cores")
                 print(
                     f"{'policy':<16} {'mean R':>8} {'p99 R':>8} {'mean S':>8} "
                     + " ".join(f"{r:>8}" for r in RATIOS)
@@ -104,17 +120,16 @@ def main() -> None:
                         f"{r['mean_stretch']:8.2f} " + " ".join(f"{x:8.2f}" for x in ratio),
                         flush=True,
                     )
-                runs.append(name)
+                runs.append(run)
     for memory in memories:
-        at = [i for i, run in enumerate(runs) if run.endswith(f" {memory} MB")]
+        at = _at(runs, memory)
         print(f"{memory} MB, over {len(at)} runs: geometric mean (worst) of each ratio")
         print(f"{'policy':<16} " + " ".join(f"{r:>14}" for r in RATIOS))
         for label, ratios in every.items():
             cells = []
             for k in range(len(RATIOS)):
                 xs = [ratios[i][k] for i in at]
-                geo = math.exp(sum(math.log(x) for x in xs) / len(xs))
-                cells.append(f"{geo:6.3f} ({max(xs):5.2f})")
+                cells.append(f"{statistics.geometric_mean(xs):6.3f} ({max(xs):5.2f})")
             print(f"{label:<16} " + " ".join(f"{c:>14}" for c in cells))
     if args.plot:
         _plot(Path(args.plot), runs, every, memories)
@@ -122,7 +137,7 @@ def main() -> None:
 
 def _plot(
     path: Path,
-    runs: list[str],
+    runs: list[Run],
     every: dict[str, list[tuple[float, float, float]]],
     memories: list[int],
 ) -> None:
@@ -135,10 +150,8 @@ def _plot(
         len(memories), len(RATIOS), figsize=(13, 3.4 * len(memories)), squeeze=False
     )
     for row, memory in zip(axes, memories, strict=True):
-        at = [i for i, run in enumerate(runs) if run.endswith(f" {memory} MB")]
-        ticks = [
-            runs[i].split(",")[0].replace("seed ", "s") + runs[i].split(",")[1][5:] for i in at
-        ]
+        at = _at(runs, memory)
+        ticks = [f"s{runs[i].seed} {runs[i].load:.2f}" for i in at]
         for k, (ax, ratio) in enumerate(zip(row, RATIOS, strict=True)):
             for n, (label, ratios) in enumerate(every.items()):
                 x = [j + (n - len(every) / 2) * 0.07 for j in range(len(at))]

@@ -330,7 +330,7 @@ class NodeScheduler(Generic[T]):
     ) -> tuple[list[tuple[float, int, int, Call[T]]], int | None, float, Shared | None] | None:
         """(heap, core, share, container to join) of the call that can start now, or None
         (also while a paused call could resume: it goes first)."""
-        if self._chosen is not None:
+        if self._chosen is not None:  # start() takes it, not the heap's top
             return self._overdue, self._chosen[1], self._chosen[0].share, None
         if self._paused and self._handing_over is None and self._can_resume() is not None:
             return None
@@ -637,9 +637,7 @@ class NodeScheduler(Generic[T]):
         due = self.next_overdue()
         if rule is None or due is None or due > now or self._plan() is not None:
             return None
-        call = self._overdue[0][3]
-        if call.group is not None:
-            return None
+        call = self._overdue[0][3]  # never of a group: admit() gives those no deadline
         wanted = self.stats.expected(call.function)
         table = self.cores_table
         longer: dict[int, int] = {}
