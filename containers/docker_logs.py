@@ -12,10 +12,11 @@ times are normalised to ``2024-05-29T16:26:40.590123456Z`` (nanoseconds, UTC):
   Preferred: both engines' logs endpoints scan the whole log on every request (measured on
   Podman 4.3: +3 ms per 1000 lines of history), the file costs only the new bytes.
 - **the engine's logs endpoint** (:class:`EngineLog`), for remote engines. The cursor is a
-  timestamp: ``GET /containers/{id}/logs?timestamps=1&since=<t>`` returns every entry at or
-  after ``t`` (inclusive in Docker and Podman), so the cursor is the timestamp of the last
-  consumed entry plus how many entries with exactly that timestamp were consumed already;
-  those are skipped on the next read. Podman's compat API prints timestamps to the second
+  timestamp per stream: ``GET /containers/{id}/logs?timestamps=1&since=<t>`` returns every
+  entry at or after ``t`` (inclusive in Docker and Podman), so for each stream the cursor is
+  the timestamp of its last consumed entry plus how many of its entries with exactly that
+  timestamp were consumed already; those are skipped on the next read, which starts at the
+  older of the two. Podman's compat API prints timestamps to the second
   only (``2026-11-29T16:09:25Z``; the times then read ``...25.000000000Z``), so there the
   skip count covers a whole second; the cursor stays exact because a log is append-only.
   While the sentinels are awaited the endpoint is followed (``follow=1``), so lines arrive
@@ -126,22 +127,27 @@ def json_lines(time: str, stream: str, text: str) -> Iterator[bytes]:
 
 @dataclass(slots=True)
 class Cursor:
-    """Where the next read starts: at the latest timestamp consumed, skipping the entries
-    consumed at that timestamp (``at_stamp``, by stream) and any stamped before it. Not at
-    the last entry read: the log is in arrival order but stdout and stderr are stamped by
-    separate readers, so a stderr sentinel stamped before the end of a stdout burst can be
-    read last, and a ``since`` at its time would serve the burst's tail again. An engine
-    whose ``since`` is coarser than its stamps serves older entries again too."""
+    """Where the next read starts, per stream: the latest stamp consumed and how many of the
+    stream's entries carry exactly that stamp (``marks``). Each stream is stamped in order by
+    its own reader, but the two interleave in the log out of stamp order: a stderr sentinel
+    stamped before the end of a stdout burst can be logged after it, and the next call's
+    stderr lines can be stamped before a stdout line of that call already read. So an entry
+    is consumed only if its own stream's mark covers it, and ``since`` is the older mark (an
+    engine whose ``since`` is coarser than its stamps serves older entries again too)."""
 
-    since_ns: int | None = None
-    stamp: str = ""
-    at_stamp: Counter[str] = field(default_factory=Counter)
+    marks: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def advance(self, stamp: str, ns: int, stream: str) -> None:
-        if self.since_ns is None or ns > self.since_ns:
-            self.since_ns, self.stamp, self.at_stamp = ns, stamp, Counter()
-        if ns == self.since_ns:
-            self.at_stamp[stream] += 1
+    @property
+    def since_ns(self) -> int | None:
+        """Both streams' entries from here on may be unread; None: read the whole log."""
+        if len(self.marks) < len(_STREAMS):
+            return None  # a stream never read yet: all of it is unread
+        return min(ns for ns, _ in self.marks.values())
+
+    def advance(self, ns: int, stream: str) -> None:
+        last, count = self.marks.get(stream, (-1, 0))
+        if ns >= last:  # (a stream's clock stepping back leaves its mark where it was)
+            self.marks[stream] = (ns, count + 1 if ns == last else 1)
 
 
 # (since, follow) -> an async context manager yielding the response body's chunks
@@ -164,8 +170,8 @@ class EngineLog:
         if stamp == self._times[0]:
             return self._times[1], self._times[2]
         ns = epoch_ns(stamp)
-        if ns is None:  # not a timestamp: keep the cursor where it is
-            ns = self.cursor.since_ns or 0
+        if ns is None:  # not a timestamp: as the entry before it
+            ns = self._times[1]
         self._times = (stamp, ns, iso_ns(ns))
         return ns, self._times[2]
 
@@ -204,8 +210,10 @@ class EngineLog:
         deadline = loop.time() + overall
         last_progress = loop.time()
         cursor = self.cursor
-        since = since_param(cursor.since_ns) if cursor.since_ns is not None else None
-        start_ns, served_again = cursor.since_ns, Counter(cursor.at_stamp)
+        since_ns = cursor.since_ns
+        since = since_param(since_ns) if since_ns is not None else None
+        marks = dict(cursor.marks)
+        served_again = Counter({stream: count for stream, (_, count) in marks.items()})
         decoder = FrameDecoder()
         async with self._open(since, wait_for_sentinels) as chunks:
             it = chunks.__aiter__()
@@ -221,15 +229,16 @@ class EngineLog:
                 for stream, payload in decoder.feed(chunk):
                     stamp, text = split_entry(payload)
                     ns, time = self._time(stamp)
-                    if start_ns is not None and ns <= start_ns:
-                        if ns < start_ns:
+                    mark = marks.get(stream)
+                    if mark is not None and ns <= mark[0]:
+                        if ns < mark[0]:
                             continue  # consumed before
                         if served_again[stream]:
                             served_again[stream] -= 1
-                            continue  # consumed at the latest timestamp
+                            continue  # consumed at the stream's latest stamp
                     for raw in json_lines(time, stream, text):
                         parser.feed(raw)
-                    cursor.advance(stamp, ns, stream)
+                    cursor.advance(ns, stream)
                     last_progress = loop.time()
                     if parser.complete:
                         return parser.lines, True

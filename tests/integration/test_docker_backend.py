@@ -643,6 +643,24 @@ def test_frames_split_anywhere_are_reassembled() -> None:
         ]
 
 
+def served(log: list[tuple[int, int, str]]):
+    """An engine's logs endpoint over ``(stream, ns, text)`` entries in logged order: every
+    entry stamped at or after ``since``, as Docker and Podman serve them."""
+
+    @contextlib.asynccontextmanager
+    async def open_logs(since: str | None, follow: bool):
+        since_ns = 0 if since is None else int(since.split(".")[1])
+
+        async def chunks():
+            for stream, ns, text in log:
+                if ns >= since_ns:
+                    yield frame(stream, f"2024-05-29T16:26:40.{ns:09d}Z {text}".encode())
+
+        yield chunks()
+
+    return open_logs
+
+
 async def test_entries_served_again_after_an_early_stamped_stderr_line_are_skipped() -> None:
     """The engine's log is in arrival order, its ``since`` by time: a stderr sentinel stamped
     before the end of a stdout burst but logged after it is the last entry read, so the next
@@ -658,25 +676,33 @@ async def test_entries_served_again_after_an_early_stamped_stderr_line_are_skipp
         (2, 202, sentinel),
     ]
 
-    def stamp(ns: int) -> str:
-        return f"2024-05-29T16:26:40.{ns:09d}Z"
-
-    @contextlib.asynccontextmanager
-    async def open_logs(since: str | None, follow: bool):
-        since_ns = 0 if since is None else int(since.split(".")[1])
-
-        async def chunks():
-            for stream, ns, text in log:
-                if ns >= since_ns:
-                    yield frame(stream, f"{stamp(ns)} {text}".encode())
-
-        yield chunks()
-
-    reader = EngineLog(open_logs)
+    reader = EngineLog(served(log))
     first, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
     assert complete and [ln.text for ln in first] == [f"line {i}\n" for i in range(5)]
     second, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
     assert complete and [ln.text for ln in second] == ["next\n"]
+
+
+async def test_next_calls_stderr_stamped_before_its_stdout_already_read_is_not_lost() -> None:
+    """A read that ends at a late-logged stderr sentinel has already read (and carried) the
+    next call's first stdout line; that call's first stderr line, stamped before it but
+    logged after the sentinel, belongs to the next read (seen in CI as a lost ``err b 0``
+    when the cursor was one timestamp for both streams)."""
+    sentinel = SENTINEL + "\n"
+    log = [  # (stream, ns, text), in the order the engine logged them
+        (1, 100, "out a\n"),
+        (1, 101, sentinel),
+        (1, 110, "out b\n"),  # the next call's, read before stderr's sentinel arrived
+        (2, 102, sentinel),
+        (2, 108, "err b\n"),  # stamped before "out b", logged after it
+        (1, 120, sentinel),
+        (2, 121, sentinel),
+    ]
+    reader = EngineLog(served(log))
+    first, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
+    assert complete and [ln.text for ln in first] == ["out a\n"]
+    second, complete = await reader.read(1 << 20, True, idle_timeout_s=1)
+    assert complete and sorted(ln.text for ln in second) == ["err b\n", "out b\n"]
 
 
 def test_timestamps_are_normalised_to_nanoseconds_utc() -> None:
@@ -722,15 +748,17 @@ def test_docker_times_are_normalised() -> None:
     assert normalised(same) is same
 
 
-def test_cursor_restarts_at_the_latest_stamp_and_counts_the_entries_there() -> None:
+def test_cursor_keeps_each_streams_latest_stamp_and_counts_the_entries_there() -> None:
     c = Cursor()
-    c.advance("T1", 1, "stdout")
-    c.advance("T3", 3, "stdout")
-    c.advance("T2", 2, "stderr")  # stamped before the stdout burst's tail, logged after it
-    assert (c.since_ns, c.stamp, dict(c.at_stamp)) == (3, "T3", {"stdout": 1})
-    c.advance("T3", 3, "stderr")
-    c.advance("T3", 3, "stdout")
-    assert dict(c.at_stamp) == {"stdout": 2, "stderr": 1}
+    c.advance(1, "stdout")
+    c.advance(3, "stdout")
+    assert c.since_ns is None  # stderr not read yet: all of it is unread
+    c.advance(2, "stderr")  # stamped before the stdout burst's tail, logged after it
+    assert (c.since_ns, c.marks) == (2, {"stdout": (3, 1), "stderr": (2, 1)})
+    c.advance(3, "stdout")
+    c.advance(2, "stderr")
+    c.advance(1, "stderr")  # a clock stepping back leaves the mark
+    assert c.marks == {"stdout": (3, 2), "stderr": (2, 2)}
 
 
 async def test_cpu_time_of_a_call_is_measured(make: shared.Maker) -> None:
