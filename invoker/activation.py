@@ -57,6 +57,12 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 
 
+def _retrieved(fut: asyncio.Future[None]) -> None:
+    """Mark a record's failure as seen when its ack failed first (the ack's error is raised)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 @dataclass(slots=True)
 class CpuMark:
     """A call in ``/run``: its container and that container's CPU counters before
@@ -450,13 +456,29 @@ class ActivationRunner:
             ack = self.acks.combined(msg.controller, msg.transid, record, system_error)
         else:
             ack = self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
-        await asyncio.gather(ack, self._store(msg, record))
+        await self._ack_and_store(ack, msg, record)
         self.metrics.activations.labels(response.status_code.status).inc()
 
-    async def _store(self, msg: ActivationMessage | None, record: dict[str, Any]) -> None:
-        if msg is not None and msg.user.limits.get("storeActivations") is False:
-            return
-        await self.records.write(activation_document(record, self.clock.epoch_ms()))
+    async def _ack_and_store(
+        self,
+        ack: Coroutine[Any, Any, None],
+        msg: ActivationMessage | None,
+        record: dict[str, Any],
+    ) -> None:
+        """Send the ack while the record is written (unless the user keeps no records);
+        both, without a task each: the record is queued first, the ack awaited, then the
+        record. An ack that fails still leaves the record to be written."""
+        stored = None
+        if msg is None or msg.user.limits.get("storeActivations") is not False:
+            stored = self.records.submit(activation_document(record, self.clock.epoch_ms()))
+        try:
+            await ack
+        except BaseException:
+            if stored is not None:
+                stored.add_done_callback(_retrieved)
+            raise
+        if stored is not None:
+            await stored
 
     async def answer_unrun(self, job: Job, response: ActivationResponse) -> None:
         """Answer a resolved activation that could not run (no container, limits): a record
@@ -481,16 +503,10 @@ class ActivationRunner:
         """Answer an activation that never ran: combined ack (shrunk unless blocking) + record."""
         system_error = record["response"]["statusCode"] == StatusCode.WHISK_ERROR
         assert partial.controller is not None
-        await asyncio.gather(
-            self.acks.combined(
-                partial.controller,
-                partial.transid,
-                record,
-                system_error,
-                shrunk=not partial.blocking,
-            ),
-            self._store(msg, record),
+        ack = self.acks.combined(
+            partial.controller, partial.transid, record, system_error, shrunk=not partial.blocking
         )
+        await self._ack_and_store(ack, msg, record)
         code = StatusCode(record["response"]["statusCode"])
         self.metrics.activations.labels(code.status).inc()
 

@@ -38,12 +38,30 @@ from whisk.bus.memory import MemoryBus
 from whisk.clock import LoopClock, SystemClock, VirtualTimeLoop
 from whisk.protocol import QualifiedName, dumps, loads
 from whisk.protocol.controller import action_document, activation_message
+from whisk.store import WriteResult
 from whisk.store.embedded import EmbeddedStore
 from whisk.summary import Outcome, summarize
 from whisk.supervisor import child
 
 HELP = "simulate the node scheduler and policies on a trace, with a virtual clock"
 NAMESPACE = "guest"
+
+
+class RecordlessStore(EmbeddedStore):
+    """The embedded store, less the activation records: the invoker writes them as in
+    service (batched by its record writer), but nobody reads them in a simulation, and
+    storing them was an eighth of a simulated day's work."""
+
+    def __init__(self, path: Path, records_db: str, **options: Any) -> None:
+        super().__init__(path, **options)
+        self.records_db = records_db
+        self.records_dropped = 0
+
+    async def bulk(self, db: str, docs: list[dict[str, Any]]) -> list[WriteResult]:
+        if db != self.records_db:
+            return await super().bulk(db, docs)
+        self.records_dropped += len(docs)
+        return [WriteResult(doc["_id"], "1-simulated") for doc in docs]
 
 
 @dataclass(frozen=True)
@@ -65,9 +83,6 @@ async def _simulate(
     bus = MemoryBus()
     backend = SimulatedBackend(cold_start_s=settings.cold_start_s, pause_s=settings.pause_s)
     with tempfile.TemporaryDirectory(prefix="ow-sim-") as state:
-        # On disk in the run's directory, not in memory: a day of activation records
-        # would otherwise stay in the process.
-        store = EmbeddedStore(Path(state) / "store.sqlite", threaded=False, durable=False)
         config = InvokerConfig(
             policy=policy,
             action_cores=tuple(range(settings.cores)),
@@ -77,6 +92,9 @@ async def _simulate(
             idle_timeout_s=1e9,
             max_pending=10**9,
             preempt=settings.preempt,
+        )
+        store = RecordlessStore(
+            Path(state) / "store.sqlite", config.activations_db, threaded=False, durable=False
         )
         invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=clock)
         revisions = {}
@@ -97,7 +115,12 @@ async def _simulate(
         producer = bus.producer()
         acks = bus.consumer("completed0", "simulator")
         await acks.start()
-        waiting: dict[str, asyncio.Future[float]] = {}
+        # Each call in flight: its activation id -> (its index in the trace, or -1 for a
+        # warm-up call, and when it was sent). No task or future per call: the collector
+        # answers it from the ack (a task each was a good part of a simulated day's work).
+        outstanding: dict[str, tuple[int, float]] = {}
+        responses = [0.0] * len(trace)
+        drained: asyncio.Future[None] | None = None
 
         async def collect() -> None:
             while True:
@@ -105,18 +128,17 @@ async def _simulate(
                 if records:  # the bus drops what every group has committed past
                     await acks.commit({0: records[-1].offset + 1})
                 for record in records:
-                    ack = loads(record.value)
-                    response = ack.get("response")
+                    response = loads(record.value).get("response")
                     if response is None:
                         continue
                     aid = response if isinstance(response, str) else response["activationId"]
-                    fut = waiting.pop(aid, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(loop.time())
+                    entry = outstanding.pop(aid, None)
+                    if entry is not None and entry[0] >= 0:
+                        responses[entry[0]] = loop.time() - entry[1]
+                if not outstanding and drained is not None and not drained.done():
+                    drained.set_result(None)
 
-        async def call(call: TraceCall, at: float) -> float:
-            await asyncio.sleep(max(0.0, at - loop.time()))
-            sent = loop.time()
+        async def send(i: int, call: TraceCall) -> None:
             content = {SIM_DURATION: call.duration_s}
             if call.cpu_s is not None:
                 content[SIM_CPU] = call.cpu_s
@@ -126,9 +148,14 @@ async def _simulate(
                 start_ms=clock.epoch_ms(),
                 content=content,
             )
-            fut = waiting[msg.activation_id] = loop.create_future()
+            outstanding[msg.activation_id] = (i, loop.time())
             await producer.send(config.invoker_topic, dumps(msg.to_json()))
-            return await fut - sent
+
+        async def all_answered() -> None:
+            nonlocal drained
+            if outstanding:
+                drained = loop.create_future()
+                await drained
 
         pings = bus.consumer(config.health_topic, "simulator")
         await pings.start()
@@ -145,31 +172,19 @@ async def _simulate(
         if settings.warmup:
             # As the paper: containers warmed and E[p] learnt before measuring.
             last = {c.function: c for c in trace}
-            await asyncio.gather(
-                *(
-                    call(TraceCall(0.0, fn, c.duration_s, c.cpu_s, c.memory_mb), loop.time())
-                    for fn, c in last.items()
-                    for _ in range(settings.cores)
-                )
-            )
+            for c in last.values():
+                for _ in range(settings.cores):
+                    await send(-1, TraceCall(0.0, c.function, c.duration_s, c.cpu_s, c.memory_mb))
+            await all_answered()
         cold_before = invoker.pool.cold_starts
         t0 = loop.time()
-        responses = [0.0] * len(trace)
-
-        async def answer(i: int, c: TraceCall) -> None:
-            responses[i] = await call(c, loop.time())
-
-        # One task per call in flight, started at its arrival: memory follows the calls
-        # in the node, not the length of the trace.
-        in_flight: set[asyncio.Task[None]] = set()
+        # Sent at their arrivals: memory follows the calls in the node, not the trace.
         for i, c in enumerate(trace):
             delay = t0 + c.arrival_s - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            task = child(answer(i, c), name="sim-call")
-            in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
-        await asyncio.gather(*in_flight)
+            await send(i, c)
+        await all_answered()
         makespan = loop.time() - t0
         collector.cancel()
         pinger.cancel()
@@ -180,6 +195,7 @@ async def _simulate(
         overdue = invoker.scheduler.overdue_starts
         busy = backend.cpu.busy_core_seconds
         await invoker.stop(deadline_s=0)
+        records = invoker.records.written
         await store.close()
     outcomes = [Outcome(c.function, r, c.duration_s) for c, r in zip(trace, responses, strict=True)]
     return {
@@ -193,6 +209,7 @@ async def _simulate(
         "overdue_starts": overdue,
         "makespan_s": makespan,
         "busy_core_seconds": busy,
+        "records_written": records,
     }
 
 

@@ -86,13 +86,18 @@ class RecordWriter:
         self._started = True
 
     async def write(self, doc: dict[str, Any]) -> None:
+        await self.submit(doc)
+
+    def submit(self, doc: dict[str, Any]) -> asyncio.Future[None]:
+        """Queue a record; the future is done once it is durable (``write`` awaits it).
+        For a caller with something else to await meanwhile, without a task."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((doc, fut))
         self._unflushed += 1
         arrival = self._arrival
         if arrival is not None and not arrival.done():
             arrival.set_result(None)
-        await fut
+        return fut
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Flush what is queued (to the database or the spool), then stop."""
