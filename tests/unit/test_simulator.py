@@ -62,6 +62,8 @@ def test_hand_computed_schedule_on_one_core(policy):
     result = simulate(TRACE, policy, SimulationSettings(cores=1))
     expected = EXPECTED[policy]
     assert result["calls"] == 6
+    # every call wrote its record (the trace's 6 and a warm-up call per function and core)
+    assert result["records_written"] == 6 + len({c.function for c in TRACE})
     assert result["mean_response_s"] == pytest.approx(sum(expected) / 6, abs=1e-6)
     assert result["max_response_s"] == pytest.approx(max(expected), abs=1e-6)
     per_fn = result["per_function"]
