@@ -119,7 +119,13 @@ async def test_sigterm_finishes_running_calls_commits_and_says_goodbye(kafka, co
 
 
 async def _running(proc: InvokerProcess) -> bool:
-    """Whether the invoker runs a call now, from its authenticated admin endpoint."""
+    """Whether the invoker runs a call now."""
+    status = await invoker_status(proc)
+    return status is not None and status["running"] >= 1
+
+
+async def invoker_status(proc: InvokerProcess) -> dict | None:
+    """The invoker's ``/status``, from its authenticated admin endpoint; None until it answers."""
     try:
         async with (
             aiohttp.ClientSession() as http,
@@ -128,9 +134,9 @@ async def _running(proc: InvokerProcess) -> bool:
                 headers={"Authorization": basic_auth("invoker.user:invoker.pass")},
             ) as r,
         ):
-            return r.status == 200 and (await r.json())["running"] >= 1
+            return await r.json() if r.status == 200 else None
     except aiohttp.ClientError:
-        return False
+        return None
 
 
 async def test_kafka_broker_restart_mid_load(kafka, couchdb, tmp_path):
