@@ -296,12 +296,15 @@ async def play(v: Vector, c: Container) -> list[str]:
 async def _run_once_listening(c: Container, body: bytes, timeout_s: float) -> HttpResult:
     """/run on a container that may still be starting: with no /init first (which retries
     refused connections, as the invoker's does), a refused /run is retried here."""
-    for _ in range(int(INIT_TIMEOUT_S / 0.1)):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + INIT_TIMEOUT_S  # however long each refusal takes to come
+    while True:
         try:
             return await c.run(body, timeout_s)
         except ContainerGone:
+            if loop.time() >= deadline:
+                raise
             await asyncio.sleep(0.1)
-    return await c.run(body, timeout_s)
 
 
 def _short(value: Any, limit: int = 300) -> str:
