@@ -2,7 +2,10 @@
 
 Commit position = the lowest offset still in flight, or one past the highest offset seen
 when nothing is in flight. A crash then re-delivers every unfinished activation (and
-possibly some finished ones, which the invoker de-duplicates by activation id).
+possibly some finished ones, which the invoker de-duplicates by activation id). Within one
+process, an offset already taken is refused: a consumer that lost its group membership (a
+broker link down for longer than the session timeout) is sent back to the committed offset
+when it rejoins, and what it gets again is running here or already answered.
 """
 
 from __future__ import annotations
@@ -12,18 +15,19 @@ import heapq
 
 class OffsetTracker:
     def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything (after a partition reassignment the broker's offsets rule)."""
         self._in_flight: dict[int, list[int]] = {}  # partition -> heap of offsets
         self._done: dict[int, set[int]] = {}  # finished offsets still above the heap's head
         self._next: dict[int, int] = {}  # partition -> one past the highest offset seen
         self._committed: dict[int, int] = {}
 
-    def received(self, partition: int, offset: int) -> None:
+    def received(self, partition: int, offset: int) -> bool:
+        """Take an offset; False, and nothing changes, if it was taken before (a partition
+        is delivered in order, so any offset below the highest seen was)."""
+        if offset < self._next.get(partition, 0):
+            return False
         heapq.heappush(self._in_flight.setdefault(partition, []), offset)
-        self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+        self._next[partition] = offset + 1
+        return True
 
     def finished(self, partition: int, offset: int) -> None:
         heap = self._in_flight[partition]

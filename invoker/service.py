@@ -459,14 +459,25 @@ class Invoker:
                     self._recovery_end = await self.consumer.end_offsets()
                 except Exception:
                     self._recovery_end = {}
-            for record in records:
-                self._receive(record)
+            again = sum(not self._receive(record) for record in records)
+            if again:
+                log.info(
+                    "%d messages delivered again after the consumer rejoined its group were "
+                    "taken before: skipped (running here or answered)",
+                    again,
+                )
 
-    def _receive(self, record: Record) -> None:
-        """Take one message: admit it, or answer it as poison. Nothing escapes from here,
-        so no message can end the feed; one that cannot be read is counted, answered when
-        its activation id and controller can be read, and always committed past."""
-        self.offsets.received(record.partition, record.offset)
+    def _receive(self, record: Record) -> bool:
+        """Take one message (:meth:`_take`); False if its offset was taken before."""
+        if not self.offsets.received(record.partition, record.offset):
+            return False
+        self._take(record)
+        return True
+
+    def _take(self, record: Record) -> None:
+        """Admit one message, or answer it as poison. Nothing escapes from here, so no
+        message can end the feed; one that cannot be read is counted, answered when its
+        activation id and controller can be read, and always committed past."""
         self.pending += 1
         received = self.clock.now()
         try:

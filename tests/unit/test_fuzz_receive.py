@@ -132,3 +132,25 @@ def test_answerable_poison_gets_a_whisk_error_ack(node):
     record = ack["response"]  # blocking: the whole record for the waiting caller
     assert record["activationId"] == "5a64676ec8aa46b5a4676ec8aaf6b5d2"
     assert "invalid" in record["response"]["result"]["error"]
+
+
+def test_an_offset_taken_before_is_neither_run_nor_answered_again(node):
+    # A consumer that rejoins its group (the broker link down past the session timeout) is
+    # sent back to the committed offset: what it gets again was taken here already.
+    loop, invoker, bus = node
+    acks = bus.consumer(invoker.config.completed_topic("0"), "test-again")
+    record = Record(invoker.config.invoker_topic, 0, next(_offsets), activations()["deep_transid"])
+
+    async def go() -> int:
+        await acks.start()
+        while await acks.poll(10_000, 0.2):  # earlier examples' acks
+            pass
+        assert invoker._receive(record)
+        async with asyncio.timeout(10):
+            while invoker.pending:
+                await asyncio.sleep(0.001)
+        assert not invoker._receive(record)
+        assert invoker.pending == 0
+        return len(await acks.poll(10_000, 0.5))
+
+    assert loop.run_until_complete(go()) == 1

@@ -37,16 +37,19 @@ def test_finished_offsets_above_an_unfinished_one_are_not_in_flight():
     assert t.in_flight == 1 and t.committable() == {0: 0}
 
 
-def test_a_redelivered_lower_offset_never_moves_the_position_back():
-    # Offsets 0..5 finished, then 2 delivered again (a rebalance's seek) and finished: the
-    # position stays one past the highest offset seen.
+def test_an_offset_taken_before_is_refused_running_or_finished():
+    # Offsets 0..5 taken, 0..3 finished; then a rejoin's seek back delivers 2..5 again: none
+    # is taken twice, and the running ones, finished once, free the position as before.
     t = OffsetTracker()
-    for o in range(6):
-        t.received(0, o)
+    assert all(t.received(0, o) for o in range(6))
+    for o in range(4):
         t.finished(0, o)
-    t.received(0, 2)
-    t.finished(0, 2)
-    assert t.committable() == {0: 6}
+    assert not any(t.received(0, o) for o in range(2, 6))
+    assert t.in_flight == 2 and t.committable() == {0: 4}
+    t.finished(0, 4)
+    t.finished(0, 5)
+    assert t.in_flight == 0 and t.committable() == {0: 6}
+    assert t.received(0, 6) and t.received(1, 0)  # new offsets, and other partitions, are taken
 
 
 def test_the_first_offset_committed_is_remembered():
