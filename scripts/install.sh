@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the real services and tools the tests and a local run need, cached under .cache/.
 #
-#   scripts/install.sh [core|console|python|kafka|couchdb|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
+#   scripts/install.sh [core|console|python|kafka|couchdb|toxiproxy|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
 #
 # core: the package alone and the sandbox's system packages (what `scripts/run.sh` needs);
 # sandbox: slirp4netns and libseccomp (Debian) for the process backend's sandbox; console: the live console's chart
@@ -10,7 +10,8 @@
 # services.sh; aio: the Adobe I/O Runtime CLI plugin, an OpenWhisk CLI written by others that
 # the tests drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli); browser:
 # Debian's chromium and playwright-core (no browser download), for the console's browser test;
-# serverless: the Serverless Framework v3 and its serverless-openwhisk plugin (npm), a client.
+# serverless: the Serverless Framework v3 and its serverless-openwhisk plugin (npm), a client;
+# toxiproxy: Shopify's TCP fault proxy, built from the Go module proxy (the chaos tests).
 #
 # Idempotent: each component writes a stamp when it is complete and is skipped when its stamp
 # matches. Remove .cache/<component> (or set OW_FORCE_INSTALL=1) to reinstall. See docs/services.md.
@@ -33,6 +34,7 @@ PLAYWRIGHT_CORE_VERSION="${PLAYWRIGHT_CORE_VERSION:-1.65.1}"
 # github.com/apache/openwhisk-cli has no semver tags; this is the pseudo-version of its newest
 # commit (23f3cf7, 2024-09-24). Override with WSK_CLI_VERSION.
 WSK_CLI_VERSION="${WSK_CLI_VERSION:-v0.0.0-20240924142310-23f3cf73b812}"
+TOXIPROXY_VERSION="${TOXIPROXY_VERSION:-v2.5.0}"
 
 log() { printf '[install] %s\n' "$*" >&2; }
 die() { printf '[install] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -276,6 +278,26 @@ install_wsk() {
     return 3
 }
 
+# Toxiproxy's server, the fault proxy between the invoker and its services in the chaos tests
+# (driven through its HTTP API; started by services.sh).
+install_toxiproxy() {
+    local dir="$CACHE/toxiproxy" want="toxiproxy@$TOXIPROXY_VERSION"
+    mkdir -p "$dir/bin"
+    if stamp_ok "$dir" "$want" && [[ -x "$dir/bin/toxiproxy-server" ]]; then
+        log "toxiproxy: $want already at $dir/bin/toxiproxy-server"
+        return
+    fi
+    command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+    command -v go >/dev/null || die "toxiproxy: go not found (it is built from the Go module proxy)"
+    log "toxiproxy: go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+    GOBIN="$dir/bin" GOFLAGS="${GOFLAGS:-} -mod=mod" \
+        go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+        || die "toxiproxy: go install failed"
+    mv -f "$dir/bin/server" "$dir/bin/toxiproxy-server"
+    "$dir/bin/toxiproxy-server" -version >/dev/null || die "toxiproxy: the built server does not run"
+    stamp_write "$dir" "$want"
+}
+
 # ---------------------------------------------------------------------------------------------
 install_openwhisk_js() {
     local dir="$CACHE/node" want="openwhisk@$OPENWHISK_JS_VERSION"
@@ -431,15 +453,15 @@ main() {
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(sandbox python console kafka couchdb podman docker wsk aio openwhisk-js serverless browser) ;;
-            core | sandbox | console | python | kafka | couchdb | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
+            all) expanded+=(sandbox python console kafka couchdb toxiproxy podman docker wsk aio openwhisk-js serverless browser) ;;
+            core | sandbox | console | python | kafka | couchdb | toxiproxy | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
                 expanded+=("$c")
                 ;;
             -h | --help)
-                sed -n '2,12p' "${BASH_SOURCE[0]}"
+                sed -n '2,17p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (core sandbox console python kafka couchdb podman docker images wsk aio openwhisk-js serverless browser all)" ;;
+            *) die "unknown component '$c' (core sandbox console python kafka couchdb toxiproxy podman docker images wsk aio openwhisk-js serverless browser all)" ;;
         esac
     done
     mkdir -p "$CACHE"
@@ -456,6 +478,7 @@ main() {
             serverless) timed serverless install_serverless ;;
             kafka) timed kafka install_kafka ;;
             couchdb) timed couchdb install_couchdb ;;
+            toxiproxy) timed toxiproxy install_toxiproxy ;;
             podman) timed podman install_podman ;;
             docker) timed docker install_docker ;;
             images) timed images "$ROOT/scripts/images.sh" ;;

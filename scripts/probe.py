@@ -3,9 +3,11 @@
     python3 scripts/probe.py kafka HOST:PORT
     python3 scripts/probe.py couchdb URL USER PASSWORD
     python3 scripts/probe.py podman SOCKET_PATH
+    python3 scripts/probe.py toxiproxy URL
 
 Exit 0 when the service really answers (Kafka: a Metadata response that lists a broker;
-CouchDB: GET / with basic auth answers 200 with JSON; Podman: GET /_ping answers "OK"),
+CouchDB: GET / with basic auth answers 200 with JSON; Podman: GET /_ping answers "OK";
+Toxiproxy: GET /proxies answers 200 with a JSON object),
 1 otherwise, with the reason on stderr.
 """
 
@@ -107,12 +109,23 @@ def probe_podman(sock_path: str) -> None:
         conn.close()
 
 
+def probe_toxiproxy(url: str) -> None:
+    with urllib.request.urlopen(url.rstrip("/") + "/proxies", timeout=TIMEOUT) as resp:
+        if resp.status != 200 or not isinstance(json.loads(resp.read()), dict):
+            raise RuntimeError(f"GET /proxies answered {resp.status}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     kind, args = argv[1], argv[2:]
-    probes = {"kafka": probe_kafka, "couchdb": probe_couchdb, "podman": probe_podman}
+    probes = {
+        "kafka": probe_kafka,
+        "couchdb": probe_couchdb,
+        "podman": probe_podman,
+        "toxiproxy": probe_toxiproxy,
+    }
     if kind not in probes:
         print(f"unknown probe {kind!r}", file=sys.stderr)
         return 2

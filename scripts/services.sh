@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Start, stop and inspect the real services, all bound to 127.0.0.1.
 #
-#   scripts/services.sh start|stop|status|restart|kill|clean <kafka|couchdb|podman|docker|all>...
+#   scripts/services.sh start|stop|status|restart|kill|freeze|thaw|clean <kafka|couchdb|toxiproxy|podman|docker|all>...
 #
 # Each service runs in its own session (setsid), with a PID file and a log file in its state
 # dir ($OW_STATE_DIR/<service>, default .state/<service>). "start" returns once the service
 # really answers; "stop" sends SIGTERM to the recorded PID only and waits for it to exit;
-# "kill" sends SIGKILL (a crash, for fault tests); "clean" stops and deletes the service's
+# "kill" sends SIGKILL (a crash, for fault tests); "freeze" and "thaw" send SIGSTOP and SIGCONT
+# (a service that stalls with its connections open, for fault tests); "clean" stops and deletes the service's
 # state (data included). Ports, credentials and timeouts come from the environment (see
 # docs/services.md); install the components first with scripts/install.sh.
 set -euo pipefail
@@ -29,12 +30,21 @@ KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-}"
 KAFKA_TLS_KEYSTORE="${KAFKA_TLS_KEYSTORE:-}"
 KAFKA_SASL_USER="${KAFKA_SASL_USER:-}"
 KAFKA_SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-}"
+# An optional plain listener for clients that reach the broker through a fault proxy (the
+# chaos tests): it listens on KAFKA_PROXIED_PORT and advertises KAFKA_PROXIED_ADVERTISED
+# (host:port, the proxy's), so that those clients' every connection goes through the proxy.
+KAFKA_PROXIED_PORT="${KAFKA_PROXIED_PORT:-}"
+KAFKA_PROXIED_ADVERTISED="${KAFKA_PROXIED_ADVERTISED:-}"
 
 COUCHDB_HOST="${COUCHDB_HOST:-127.0.0.1}"
 COUCHDB_PORT="${COUCHDB_PORT:-5984}"
 COUCHDB_USER="${COUCHDB_USER:-whisk_admin}"
 COUCHDB_PASSWORD="${COUCHDB_PASSWORD:-some_passw0rd}"
 COUCHDB_START_TIMEOUT="${COUCHDB_START_TIMEOUT:-30}"
+
+TOXIPROXY_HOST="${TOXIPROXY_HOST:-127.0.0.1}"
+TOXIPROXY_PORT="${TOXIPROXY_PORT:-8474}"
+TOXIPROXY_START_TIMEOUT="${TOXIPROXY_START_TIMEOUT:-15}"
 
 PODMAN_START_TIMEOUT="${PODMAN_START_TIMEOUT:-30}"
 DOCKER_START_TIMEOUT="${DOCKER_START_TIMEOUT:-60}"
@@ -152,16 +162,23 @@ sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER=\"$KAFKA_SASL_PASSWORD\";"
         fi
     fi
+    local advertised="$listeners"
+    if [[ -n "$KAFKA_PROXIED_PORT" ]]; then
+        [[ -n "$KAFKA_PROXIED_ADVERTISED" ]] || die "kafka: KAFKA_PROXIED_PORT needs KAFKA_PROXIED_ADVERTISED"
+        port_in_use "$KAFKA_HOST" "$KAFKA_PROXIED_PORT" && die "kafka: $KAFKA_PROXIED_PORT is in use"
+        listeners+=",PROXIED://$KAFKA_HOST:$KAFKA_PROXIED_PORT"
+        advertised+=",PROXIED://$KAFKA_PROXIED_ADVERTISED"
+    fi
     cat >"$sd/server.properties" <<EOF
 # Written by scripts/services.sh on each start: single-node KRaft broker+controller.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
 listeners=$listeners,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
 $tls
 log.dirs=$sd/data
 num.partitions=1
@@ -246,6 +263,23 @@ EOF
         --dir "$sd/data/" --config "$sd/config.json" -n
     wait_ready couchdb "$COUCHDB_START_TIMEOUT" couchdb \
         "http://$COUCHDB_HOST:$COUCHDB_PORT" "$COUCHDB_USER" "$COUCHDB_PASSWORD"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Toxiproxy: a TCP proxy whose faults (latency, cuts, half-open links, throttling) are set
+# through its HTTP API on TOXIPROXY_PORT; the proxies themselves are created by its clients.
+start_toxiproxy() {
+    local sd bin
+    sd="$(state_dir toxiproxy)"
+    bin="$CACHE/toxiproxy/bin/toxiproxy-server"
+    [[ -x "$bin" ]] || die "toxiproxy is not installed: run scripts/install.sh toxiproxy"
+    port_in_use "$TOXIPROXY_HOST" "$TOXIPROXY_PORT" && die "toxiproxy: $TOXIPROXY_HOST:$TOXIPROXY_PORT is already in use"
+    mkdir -p "$sd"
+    printf '[]\n' >"$sd/proxies.json" # none at start (and the state dir on its command line)
+    log "toxiproxy: starting its API on $TOXIPROXY_HOST:$TOXIPROXY_PORT"
+    LOG_LEVEL="${TOXIPROXY_LOG_LEVEL:-info}" launch toxiproxy "$bin" -host "$TOXIPROXY_HOST" \
+        -port "$TOXIPROXY_PORT" -config "$sd/proxies.json"
+    wait_ready toxiproxy "$TOXIPROXY_START_TIMEOUT" toxiproxy "http://$TOXIPROXY_HOST:$TOXIPROXY_PORT"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +440,20 @@ kill_service() { # crash it: SIGKILL, no clean shutdown (for fault tests)
     [[ "$svc" != docker ]] || stop_docker_leftovers
 }
 
+freeze_service() { # stall it: SIGSTOP, process and connections kept (for fault tests)
+    local svc="$1" pid
+    pid=$(live_pid "$svc") || die "$svc: not running"
+    log "$svc: freezing pid $pid (SIGSTOP; 'thaw' resumes it)"
+    kill -STOP "$pid"
+}
+
+thaw_service() {
+    local svc="$1" pid
+    pid=$(live_pid "$svc") || die "$svc: not running"
+    log "$svc: thawing pid $pid (SIGCONT)"
+    kill -CONT "$pid"
+}
+
 status_service() {
     local svc="$1" pid
     if pid=$(live_pid "$svc"); then
@@ -430,9 +478,9 @@ main() {
     local svcs=()
     for s in "$@"; do
         case "$s" in
-            all) svcs+=(kafka couchdb podman docker) ;;
-            kafka | couchdb | podman | docker) svcs+=("$s") ;;
-            *) die "unknown service '$s' (kafka couchdb podman docker all)" ;;
+            all) svcs+=(kafka couchdb toxiproxy podman docker) ;;
+            kafka | couchdb | toxiproxy | podman | docker) svcs+=("$s") ;;
+            *) die "unknown service '$s' (kafka couchdb toxiproxy podman docker all)" ;;
         esac
     done
     for s in "${svcs[@]}"; do
@@ -441,9 +489,11 @@ main() {
             stop) stop_service "$s" ;;
             restart) stop_service "$s" && start_service "$s" ;;
             kill) kill_service "$s" ;;
+            freeze) freeze_service "$s" ;;
+            thaw) thaw_service "$s" ;;
             status) status_service "$s" || rc=3 ;;
             clean) clean_service "$s" ;;
-            *) die "unknown action '$action' (start stop status restart kill clean)" ;;
+            *) die "unknown action '$action' (start stop status restart kill freeze thaw clean)" ;;
         esac
     done
     return "$rc"

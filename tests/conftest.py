@@ -28,7 +28,10 @@ from services import (
     COUCHDB_PASSWORD,
     COUCHDB_TEST_PORT,
     COUCHDB_USER,
+    KAFKA_PROXIED_TEST_PORT,
+    KAFKA_PROXY_TEST_PORT,
     KAFKA_TEST_PORT,
+    TOXIPROXY_TEST_PORT,
     CouchDBService,
     DockerService,
     ExternalCouchDB,
@@ -38,6 +41,7 @@ from services import (
     KafkaService,
     PodmanService,
     Slot,
+    ToxiproxyService,
     acquire_slot,
     find_node_modules,
     find_wsk,
@@ -72,6 +76,10 @@ def kafka(service_slot: Slot) -> Iterator[KafkaService]:
         service_slot.state_dir,
         port=service_slot.port(KAFKA_TEST_PORT),
         controller_port=service_slot.port(KAFKA_TEST_PORT + 1),
+        proxied=(
+            service_slot.port(KAFKA_PROXIED_TEST_PORT),
+            service_slot.port(KAFKA_PROXY_TEST_PORT),
+        ),
     )
     try:
         svc.setup()
@@ -96,6 +104,16 @@ def couchdb(service_slot: Slot) -> Iterator[CouchDBService]:
         user=COUCHDB_USER,
         password=COUCHDB_PASSWORD,
     )
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(service_slot: Slot) -> Iterator[ToxiproxyService]:
+    svc = ToxiproxyService(service_slot.state_dir, port=service_slot.port(TOXIPROXY_TEST_PORT))
     try:
         svc.setup()
         yield svc

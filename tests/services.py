@@ -6,7 +6,10 @@ scripts/services.sh (the same script a developer uses), lazily (the first time a
 it), on the tests' own ports and state dir so a locally running deployment is never touched:
 
     Kafka    127.0.0.1:19092 (KRaft controller 19093)   state .state/test/kafka/
+             19094: a listener for clients behind Toxiproxy, advertised as 19095 (its proxy)
     CouchDB  http://127.0.0.1:15984 whisk_admin / some_passw0rd   state .state/test/couchdb/
+             15985: its proxy in Toxiproxy
+    Toxiproxy  http://127.0.0.1:18474 (its API)   state .state/test/toxiproxy/
     Podman   unix://<repo>/.state/test/podman/podman.sock
     Docker   unix://<repo>/.state/test/docker/docker.sock (dockerd, its own data and exec root)
 
@@ -55,7 +58,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_STATE_ROOT = Path(os.environ.get("OW_TEST_STATE_DIR", REPO_ROOT / ".state"))
 
 KAFKA_TEST_PORT = 19092
+KAFKA_PROXIED_TEST_PORT = KAFKA_TEST_PORT + 2  # the broker's listener behind the proxy
+KAFKA_PROXY_TEST_PORT = KAFKA_TEST_PORT + 3  # the proxy, which that listener advertises
 COUCHDB_TEST_PORT = 15984
+COUCHDB_PROXY_TEST_PORT = COUCHDB_TEST_PORT + 1
+TOXIPROXY_TEST_PORT = 18474
 
 _MAX_SLOTS = 20
 
@@ -85,7 +92,15 @@ class Slot:
 def _ports_free(index: int) -> bool:
     """Whether nothing on this machine listens on the slot's ports (another clone's tests,
     or a deployment left running, would make the services fail to start)."""
-    for base in (KAFKA_TEST_PORT, KAFKA_TEST_PORT + 1, COUCHDB_TEST_PORT):
+    for base in (
+        KAFKA_TEST_PORT,
+        KAFKA_TEST_PORT + 1,
+        KAFKA_PROXIED_TEST_PORT,
+        KAFKA_PROXY_TEST_PORT,
+        COUCHDB_TEST_PORT,
+        COUCHDB_PROXY_TEST_PORT,
+        TOXIPROXY_TEST_PORT,
+    ):
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
             try:
@@ -170,6 +185,11 @@ class CouchDBService(real.CouchDBService):
 
 @_for_tests
 class ExternalCouchDB(real.ExternalCouchDB):
+    pass
+
+
+@_for_tests
+class ToxiproxyService(real.ToxiproxyService):
     pass
 
 

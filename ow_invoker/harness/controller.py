@@ -57,6 +57,8 @@ class ControllerStub:
     producer: AIOKafkaProducer | None = None
     acks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pings: list[dict[str, Any]] = field(default_factory=list)
+    ping_times: list[float] = field(default_factory=list)  # monotonic, as each ping came
+    ack_times: dict[str, float] = field(default_factory=dict)  # its latest ack's arrival
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -102,9 +104,11 @@ class ControllerStub:
             response if isinstance(response, str) else response["activationId"]
         )
         self.acks.setdefault(aid, []).append(ack)
+        self.ack_times[aid] = SystemClock().now()
 
     def _on_ping(self, ping: dict[str, Any]) -> None:
         self.pings.append(ping)
+        self.ping_times.append(SystemClock().now())
 
     async def create_action(
         self,

@@ -1,6 +1,6 @@
 """The real services, started and stopped through scripts/services.sh (the script a developer
-uses): Apache Kafka, a CouchDB-API server (pouchdb-server), Podman's Docker API and a Docker
-Engine, each on the ports and state dir it is given, so that a local deployment is never
+uses): Apache Kafka, a CouchDB-API server (pouchdb-server), Toxiproxy, Podman's Docker API and
+a Docker Engine, each on the ports and state dir it is given, so that a local deployment is never
 touched. The test suite's fixtures (tests/conftest.py, tests/services.py) and the benchmarks
 (benchmarks/common.py) both stand on these classes."""
 
@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,6 +109,10 @@ class ManagedService:
         self.stop()
         self.start()
 
+    def frozen(self) -> AbstractContextManager[None]:
+        """The service stalled (SIGSTOP: process and connections kept) while the block runs."""
+        return _frozen(self._script)
+
     def is_running(self) -> bool:
         return "running" in self._script("status").split(":", 1)[-1]
 
@@ -129,6 +135,15 @@ class ManagedService:
                 print(f"teardown of {self.name}: {exc}")
 
 
+@contextmanager
+def _frozen(script: Callable[[str], str]) -> Iterator[None]:
+    script("freeze")
+    try:
+        yield
+    finally:
+        script("thaw")
+
+
 class _External:
     """Mixin for a service given by the environment: never started or stopped here."""
 
@@ -148,6 +163,9 @@ class _External:
 
     stop = kill = restart = start
 
+    def frozen(self) -> AbstractContextManager[None]:
+        raise NotRestartable(f"{self.name} is an external service (from the environment)")
+
 
 # ------------------------------------------------------------------------------------------
 class KafkaService(ManagedService):
@@ -156,18 +174,28 @@ class KafkaService(ManagedService):
     name = "kafka"
     component = "kafka"
 
-    def __init__(self, state_root: Path, port: int, controller_port: int):
+    def __init__(
+        self,
+        state_root: Path,
+        port: int,
+        controller_port: int,
+        proxied: tuple[int, int] | None = None,
+    ):
+        """``proxied``: (the port of a listener for clients behind a fault proxy, the port
+        of that proxy, which the listener advertises)."""
         self.host = "127.0.0.1"
         self.port = port
         self.controller_port: int | None = controller_port
-        super().__init__(
-            state_root,
-            {
-                "KAFKA_HOST": self.host,
-                "KAFKA_PORT": str(port),
-                "KAFKA_CONTROLLER_PORT": str(controller_port),
-            },
-        )
+        self.proxied = proxied
+        env = {
+            "KAFKA_HOST": self.host,
+            "KAFKA_PORT": str(port),
+            "KAFKA_CONTROLLER_PORT": str(controller_port),
+        }
+        if proxied is not None:
+            env["KAFKA_PROXIED_PORT"] = str(proxied[0])
+            env["KAFKA_PROXIED_ADVERTISED"] = f"{self.host}:{proxied[1]}"
+        super().__init__(state_root, env)
 
     @property
     def bootstrap(self) -> str:
@@ -189,6 +217,7 @@ class ExternalKafka(_External, KafkaService):
         self.name = "kafka"
         host, _, port = bootstrap.rpartition(":")
         self.host, self.port, self.controller_port = host, int(port), None
+        self.proxied = None
         self._bootstrap = bootstrap
         self.started = False
 
@@ -249,6 +278,28 @@ class ExternalCouchDB(_External, CouchDBService):
     @property
     def url(self) -> str:
         return self._url
+
+
+# ------------------------------------------------------------------------------------------
+class ToxiproxyService(ManagedService):
+    """Toxiproxy's server: its HTTP API on `url`, the proxies made by its clients
+    (ow_invoker/harness/toxiproxy.py)."""
+
+    name = "toxiproxy"
+    component = "toxiproxy"
+
+    def __init__(self, state_root: Path, port: int):
+        self.host = "127.0.0.1"
+        self.port = port
+        super().__init__(state_root, {"TOXIPROXY_HOST": self.host, "TOXIPROXY_PORT": str(port)})
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def check_installed(self) -> None:
+        if not (CACHE / "toxiproxy" / "bin" / "toxiproxy-server").exists():
+            raise ServiceMissing(f"Toxiproxy is not installed: {_install_hint('toxiproxy')}")
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""Network faults between a running ``ow-invoker run`` and its services, under steady load
+(issue 31): Toxiproxy (started by scripts/services.sh) sits between the invoker and Kafka
+(through a broker listener that advertises the proxy, so every connection goes through it)
+and between the invoker and CouchDB; the controller stub talks to both directly.
+
+Each scenario publishes a steady stream of calls, puts one fault on one link for a while,
+lifts it, and checks what the controller sees: every call answered exactly once and
+recorded once, pings gone while the invoker cannot reach Kafka and back within seconds
+after, the invoker's memory bounded; and how long the node took to answer everything after
+the fault ended. ``pytest -s`` prints each scenario's row of docs/reliability.md's table."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from ow_invoker.harness.controller import ControllerStub, controller, make_config
+from ow_invoker.harness.processes import InvokerProcess
+from ow_invoker.harness.toxiproxy import Proxy, Toxiproxy
+from tests.reliability.test_faults import count_records
+from tests.services import COUCHDB_PROXY_TEST_PORT
+
+pytestmark = pytest.mark.services
+
+QUICK = b"import time\ndef main(a):\n    time.sleep(0.01)\n    return {'i': a.get('i')}\n"
+RATE = 10  # calls per second, published throughout
+BEFORE_S = AFTER_S = 3.0  # of load before the fault and after it
+RSS_GROWTH_LIMIT_MB = 150  # the invoker's resident memory may grow by at most this
+
+
+@dataclass(frozen=True)
+class CouchVia:
+    """The CouchDB-API server, reached at another address (its proxy)."""
+
+    url: str
+    user: str
+    password: str
+
+
+@dataclass(frozen=True)
+class Links:
+    """The invoker's two links, each through its own proxy, and where it reaches them."""
+
+    kafka: Proxy
+    couchdb: Proxy
+    bootstrap: str
+    couch: CouchVia
+
+
+@pytest.fixture
+async def links(kafka, couchdb, toxiproxy, service_slot):
+    if kafka.proxied is None:
+        pytest.skip("an external Kafka has no listener behind the proxy")
+    listener, proxy_port = kafka.proxied
+    couch_port = service_slot.port(COUCHDB_PROXY_TEST_PORT)
+    async with Toxiproxy(toxiproxy.url) as api:
+        kafka_link = await api.proxy("kafka", f"127.0.0.1:{proxy_port}", f"127.0.0.1:{listener}")
+        couch = urlsplit(couchdb.url)
+        couch_link = await api.proxy("couchdb", f"127.0.0.1:{couch_port}", couch.netloc)
+        yield Links(
+            kafka_link,
+            couch_link,
+            kafka_link.listen,
+            CouchVia(f"http://{couch_link.listen}", couchdb.user, couchdb.password),
+        )
+        await api.reset()
+
+
+@dataclass
+class Observed:
+    calls: int
+    answered_once: bool
+    recorded: int
+    ping_gap_s: float  # the longest time without a ping from the fault's start
+    pings_back_s: float | None  # after the fault ended, until the first ping (None: never)
+    recovered_s: float  # after the fault ended, until every call sent before was answered
+    rss_growth_mb: float
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def under_load(
+    kafka,
+    couchdb,
+    links: Links,
+    tmp_path: Path,
+    fault: Callable[[], AbstractAsyncContextManager[None]],
+    fault_s: float,
+) -> Observed:
+    config = make_config(tmp_path)
+    proc = InvokerProcess(config, links.bootstrap, links.couch, tmp_path / "invoker.log")
+    try:
+        async with controller(kafka, couchdb, config) as stub:
+            action, rev = await stub.create_action("quick", QUICK)
+            proc.start()
+            await stub.wait_completion(await stub.invoke(action, rev), timeout_s=60)
+            assert proc.proc is not None
+            rss_before = _rss_mb(proc.proc.pid)
+            aids: list[str] = []
+            sent: dict[str, float] = {}
+            stop = asyncio.Event()
+
+            async def publish() -> None:
+                i = 0
+                while not stop.is_set():
+                    aid = await stub.invoke(action, rev, blocking=False, content={"i": i})
+                    aids.append(aid)
+                    sent[aid] = time.monotonic()
+                    i += 1
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 1 / RATE)
+
+            publisher = asyncio.create_task(publish())
+            await asyncio.sleep(BEFORE_S)
+            fault_start = time.monotonic()
+            async with fault():
+                await asyncio.sleep(fault_s)
+            fault_end = time.monotonic()
+            await asyncio.sleep(AFTER_S)
+            stop.set()
+            await publisher
+            await _until(lambda: all(_completions(stub, a) for a in aids), 180, proc)
+            # Recovered: every call sent before the fault ended is answered.
+            backlog = [a for a in aids if sent[a] <= fault_end]
+            answered = max(stub.ack_times[a] for a in backlog)
+            # Pings are checked once the invoker has had time to resume them.
+            await asyncio.sleep(max(0.0, fault_end + 10 - time.monotonic()))
+            rss_after = _rss_mb(proc.proc.pid)
+            times = [t for t in stub.ping_times if t >= fault_start - 1]
+            after = [t for t in times if t > fault_end]
+            observed = Observed(
+                calls=len(aids),
+                answered_once=all(_completions(stub, a) == 1 for a in aids),
+                recorded=await count_records(stub, aids),
+                ping_gap_s=max(b - a for a, b in itertools.pairwise(times)),
+                pings_back_s=(after[0] - fault_end) if after else None,
+                recovered_s=max(0.0, answered - fault_end),
+                rss_growth_mb=rss_after - rss_before,
+            )
+        assert proc.terminate() == 0, proc.log()[-3000:]
+        return observed
+    finally:
+        proc.stop()
+
+
+def _completions(stub: ControllerStub, aid: str) -> int:
+    return sum(1 for k in stub.acks.get(aid, []) if "instance" in k)
+
+
+async def _until(predicate: Callable[[], bool], timeout_s: float, proc: InvokerProcess) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, proc.log()[-3000:]
+        await asyncio.sleep(0.2)
+
+
+@asynccontextmanager
+async def stalled(service) -> AsyncIterator[None]:
+    """The service's process stopped (SIGSTOP) and resumed: it stalls with every connection
+    open, as a broker in a long GC pause or on a frozen disk does."""
+    with service.frozen():
+        yield
+
+
+# (link, what is done to it (given its proxy and its service), for how long in seconds)
+SCENARIOS: dict[str, tuple[str, Callable[[Proxy, Any], AbstractAsyncContextManager[None]], int]]
+SCENARIOS = {
+    "kafka-latency-200ms": (
+        "kafka",
+        lambda p, _: p.toxic("latency", both_ways=True, latency=200),
+        10,
+    ),
+    "kafka-latency-2s": (
+        "kafka",
+        lambda p, _: p.toxic("latency", both_ways=True, latency=2000),
+        10,
+    ),
+    "kafka-cut-10s": ("kafka", lambda p, _: p.cut(), 10),
+    "kafka-cut-60s": ("kafka", lambda p, _: p.cut(), 60),  # past the 30 s session timeout
+    "kafka-half-open": ("kafka", lambda p, _: p.toxic("timeout", both_ways=True, timeout=0), 10),
+    "kafka-trickle": ("kafka", lambda p, _: p.toxic("bandwidth", both_ways=True, rate=1), 10),
+    "kafka-stalled-10s": ("kafka", lambda _, service: stalled(service), 10),
+    "couchdb-latency-2s": ("couchdb", lambda p, _: p.toxic("latency", latency=2000), 10),
+    "couchdb-cut-10s": ("couchdb", lambda p, _: p.cut(), 10),
+    "couchdb-half-open": (
+        "couchdb",
+        lambda p, _: p.toxic("timeout", both_ways=True, timeout=0),
+        10,
+    ),
+    "couchdb-trickle": ("couchdb", lambda p, _: p.toxic("bandwidth", both_ways=True, rate=1), 10),
+    "couchdb-stalled-10s": ("couchdb", lambda _, service: stalled(service), 10),
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+async def test_a_network_fault_under_load_loses_and_repeats_nothing(
+    kafka, couchdb, links, tmp_path, scenario
+):
+    link, make_fault, fault_s = SCENARIOS[scenario]
+    proxy, service = (links.kafka, kafka) if link == "kafka" else (links.couchdb, couchdb)
+    seen = await under_load(
+        kafka, couchdb, links, tmp_path, lambda: make_fault(proxy, service), fault_s
+    )
+    print(f"\n{scenario}: {seen}")
+    assert seen.answered_once, "a call was not answered, or answered twice"
+    assert seen.recorded == seen.calls
+    assert seen.rss_growth_mb < RSS_GROWTH_LIMIT_MB
+    assert seen.pings_back_s is not None and seen.pings_back_s < 10
+    if link == "couchdb":  # the node can still work: it keeps pinging
+        assert seen.ping_gap_s < 3, seen
