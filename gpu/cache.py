@@ -173,30 +173,16 @@ class CacheView:
 
     def clear_device(self, device: int, now: float) -> list[str]:
         """Forget everything on a device (its worker died); pins go with it."""
-        cache = self.devices[device]
-        keys = cache.lru()
-        for k in keys:
-            cache._lru[k].pins = 0
-        cache.clear()
+        keys = self.devices[device].clear()
         for k in keys:
             self._change(k, device, False, now)
         return keys
-
-    def forget(self, key: str, now: float) -> None:
-        """Drop an unpinned model from every device (it left the host tier for good)."""
-        for d in sorted(self.holders(key)):
-            r = self.devices[d].get(key)
-            if r is not None and r.pins == 0:
-                self.evict(d, key, now)
 
     def pin(self, device: int, key: str) -> None:
         self.devices[device].pin(key)
 
     def unpin(self, device: int, key: str) -> None:
         self.devices[device].unpin(key)
-
-    def resident(self) -> dict[int, list[str]]:
-        return {i: d.lru() for i, d in enumerate(self.devices)}
 
     def _change(self, key: str, device: int, added: bool, now: float) -> None:
         hs = self._holders.setdefault(key, set())

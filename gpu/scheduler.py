@@ -350,7 +350,7 @@ class LALBScheduler(GlobalQueueScheduler):
                 out.append(self._start(self._take(head), d))
                 continue
             if self.o3_limit:
-                self._prune_jumped()
+                self._prune_jumped(head)
                 if self.skips(head) >= self.o3_limit:  # starvation guard: now, hit or miss
                     d = self._pick_miss_device(head, idle)
                     if d is None:
@@ -386,8 +386,7 @@ class LALBScheduler(GlobalQueueScheduler):
         out.append(self._start(self._take(head), miss_dev))
         return True
 
-    def _prune_jumped(self) -> None:
-        head = self._head()
-        cut = head.seq if head is not None else float("inf")
-        while self._jumped and self._jumped[0] < cut:
+    def _prune_jumped(self, head: Request) -> None:
+        """Forget the jumps ahead of requests no longer waiting (older than the head)."""
+        while self._jumped and self._jumped[0] < head.seq:
             self._jumped.pop(0)

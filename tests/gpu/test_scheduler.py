@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu.cache import CacheView, DeviceCache, ModelTooLarge
+from gpu.cache import CacheView, DeviceCache, ModelTooLarge, victims_age
 from gpu.cfs import CFSAffinityScheduler
 from gpu.estimates import DeviceTypePrior, Estimator, LinearFit
 from gpu.exclusive import ExclusiveScheduler
@@ -114,6 +114,56 @@ def test_cache_counts_loads_reloads_and_evictions() -> None:
     view.admit(0, "A", 10 * MB, 3)
     assert (view.loads, view.reloads, view.evictions) == (4, 1, 2)
     assert view.holders("A") == {0} and view.holders("B") == set()
+
+
+def test_cache_edges_the_words_of_its_refusals_and_what_listeners_hear() -> None:
+    key = "0123456789abcdef"  # longer than the 12 characters an error shows
+    with pytest.raises(ValueError) as bad:
+        DeviceCache(0)
+    assert str(bad.value) == "device capacity must be positive"
+    c = DeviceCache(10)
+    c.insert(key, 5, 1.0)
+    assert c.get(key).last_used == 1.0  # type: ignore[union-attr]
+    c.insert("B", 4, 2.0)
+    assert c.plan("C", 2) == [key]  # one byte short: the oldest goes
+    with pytest.raises(RuntimeError) as refused:
+        c.insert("0123456789abcdefX", 2, 3.0)
+    assert str(refused.value) == "model 0123456789ab does not fit: evict first"
+    c.pin(key)
+    assert c.plan("C", 6) is None  # B's 4 leave it one byte short: the pinned one stays
+    with pytest.raises(RuntimeError) as pinned:
+        c.remove(key)
+    assert str(pinned.value) == "model 0123456789ab is pinned (1) and cannot be evicted"
+
+    heard: list[tuple[str, int, float]] = []
+    view = CacheView([10, 10])
+    view.listeners.append(lambda k, n, now: heard.append((k, n, now)))
+    view.admit(0, key, 6, 1.0)
+    view.admit(1, key, 6, 2.0)
+    assert view.plan(0, key, 6) == []  # resident: nothing to evict
+    view.evict(0, key, 3.0)
+    assert view.clear_device(1, 4.0) == [key]
+    assert heard == [(key, 1, 1.0), (key, 2, 2.0), (key, 1, 3.0), (key, 0, 4.0)]
+    view.admit(0, key, 6, 5.0)
+    view.evict(0, key, 6.0)
+    view.admit(0, key, 6, 7.0)
+    assert (view.loads, view.reloads) == (4, 3)
+    with pytest.raises(ModelTooLarge) as large:
+        view.admit(1, "0123456789abcdefZ", 11, 8.0)
+    assert large.value.key == "0123456789abcdefZ"
+    view.pin(0, key)
+    with pytest.raises(RuntimeError) as full:
+        view.admit(0, "0123456789abcdefY", 6, 9.0)
+    assert str(full.value) == "device 0: pinned models leave no room for 0123456789ab"
+
+
+def test_victims_age_is_the_most_recent_use_among_them() -> None:
+    c = DeviceCache(10)
+    c.insert("A", 3, 1.0)
+    c.insert("B", 3, 5.0)
+    assert victims_age(c, []) == float("-inf")  # nothing evicted: the cheapest
+    assert victims_age(c, ["A"]) == 1.0
+    assert victims_age(c, ["A", "B", "gone"]) == 5.0
 
 
 # -- LB --------------------------------------------------------------------------------------
@@ -256,6 +306,223 @@ def test_reset_device_requeues_local_queue_and_forgets_models() -> None:
     assert s.cache.holders("A") == set() and s.pending == 1
     (d,) = s.schedule()
     assert d.hit is False
+
+
+def test_the_schedulers_refuse_what_cannot_work_in_words() -> None:
+    with pytest.raises(ValueError) as none:
+        LBScheduler([], VirtualClock())
+    assert str(none.value) == "a GPU scheduler needs at least one device"
+    with pytest.raises(ValueError) as negative:
+        make("lalbo3", o3_limit=-1)
+    assert str(negative.value) == "o3_limit must be >= 0"
+    s, _ = make("lalb")
+    with pytest.raises(RuntimeError) as idle:
+        s.complete(1)
+    assert str(idle.value) == "device 1 completed but was not running anything"
+
+
+def test_requests_are_numbered_from_zero_and_a_number_given_is_kept() -> None:
+    s, _ = make("lalb", n=1)
+    first, second, kept = req("A"), req("B"), req("C")
+    kept.seq = 0  # a request that had its number (as a retry does)
+    for r in (first, second, kept):
+        s.submit(r)
+    assert (first.seq, second.seq, kept.seq) == (0, 1, 0)
+
+
+def test_a_retry_goes_back_to_its_arrival_position_with_its_attempts_counted() -> None:
+    s, _ = make("lalb", n=1)
+    (d,) = run(s, req("A"))
+    s.submit(req("B", t=0.5))
+    lost = s.reset_device(0)
+    assert lost is d.request
+    s.requeue(lost)
+    s.requeue(lost)  # a second crash
+    assert lost.attempts == 2 and s._head() is lost and s.pending == 2
+
+
+def test_a_reset_device_is_idle_with_nothing_promised_and_listeners_hear_when() -> None:
+    s, clock = make("lalb", e=est(upload_s=5.0, infer_s=0.1))
+    heard: list[tuple[str, int, float]] = []
+    s.cache.listeners.append(lambda k, n, now: heard.append((k, n, now)))
+    run(s, req("A"))
+    clock.advance_to(5.0)
+    run(s, req("A", t=5))  # a busy hit: device 0's local queue
+    assert s.state[0].local_est > 0
+    clock.advance_to(6.0)
+    s.reset_device(0)
+    assert s.state[0].local_est == 0.0 and not s.state[0].busy and 0 in s.idle_devices()
+    assert heard[-1] == ("A", 0, 6.0)
+
+
+def test_estimates_of_a_hit_a_miss_and_a_cold_start() -> None:
+    s, clock = make("lalb", n=1, e=est(upload_s=1.0, infer_s=0.25))
+    (miss,) = run(s, req("A"))
+    assert (miss.hit, miss.false_miss) == (False, False)  # nowhere else: not a false miss
+    assert miss.estimate_s == pytest.approx(1.25)
+    clock.advance_to(2)
+    s.complete(0)
+    (hit,) = run(s, req("A", t=2))
+    assert (hit.hit, hit.false_miss, hit.estimate_s) == (True, False, pytest.approx(0.25))
+    e = est(upload_s=1.0, infer_s=0.25)
+    x, _ = make("exclusive", n=1, e=e)
+    (cold,) = run(x, req("A", client="alice"))
+    assert cold.cold_start
+    assert cold.estimate_s == pytest.approx(e.cold_start_s(10 * MB, "t") + 0.25)
+    x.reset_device(0)
+    assert x.warm_for[0] is None
+
+
+def test_a_cfs_client_whose_device_died_is_not_counted_running() -> None:
+    s, _ = make("cfs-affinity", n=1)
+    run(s, req("A", client="alice"))
+    assert s._running == {"alice": 1}
+    s.reset_device(0)
+    assert s._running == {"alice": 0}
+
+
+def test_a_busy_hit_is_estimated_behind_what_the_device_already_promised() -> None:
+    s, clock = make("lalb", n=2, cap_mb=10, e=est(upload_s=1.0, infer_s=0.25))
+    run(s, req("A"))  # busy until 1.25
+    s.cache.admit(1, "P", 10 * MB, 0.0)
+    s.cache.pin(1, "P")  # no miss possible on device 1
+    clock.advance_to(0.5)
+    run(s, req("A", t=0.5), req("A", t=0.5))  # both queued on device 0
+    assert s.state[0].local_est == pytest.approx(0.5)
+    assert s.cache.devices[0].get("A").last_used == 0.5  # type: ignore[union-attr]
+    assert s._busy_finish(0, req("A")) == pytest.approx(0.75 + 0.5 + 0.25)
+    clock.advance_to(2.0)  # past its estimate: nothing remaining, not negative
+    assert s._busy_finish(0, req("A")) == pytest.approx(0.5 + 0.25)
+    s.complete(0)
+    for _ in range(2):
+        assert len(s.schedule()) == 1
+        s.complete(0)
+    assert s.cache.devices[0].get("A").pins == 0  # type: ignore[union-attr]
+
+
+def test_a_miss_skips_a_device_whose_pins_leave_no_room() -> None:
+    s, _ = make("lalb", n=2, cap_mb=10)
+    s.cache.admit(0, "P", 10 * MB, 0.0)
+    s.cache.pin(0, "P")
+    assert s._pick_miss_device(req("A"), [0, 1]) == 1
+    s.cache.admit(1, "Q", 10 * MB, 0.0)
+    s.cache.pin(1, "Q")
+    assert s._pick_miss_device(req("A"), [0, 1]) is None
+    s.submit(req("A"))
+    assert s.schedule() == []  # nowhere to go: it waits, and planning ends
+
+
+def test_a_head_with_no_room_on_idle_devices_waits_on_its_busy_holder() -> None:
+    s, _ = make("lalb", n=2, cap_mb=10)
+    run(s, req("A"))  # device 0 runs A
+    s.cache.admit(1, "P", 10 * MB, 0.0)
+    s.cache.pin(1, "P")  # the idle device has no room
+    assert run(s, req("A", t=0.1)) == [] and len(s.state[0].local) == 1
+
+
+def test_a_tie_between_a_busy_hit_and_a_miss_goes_to_the_hit_and_planning_goes_on() -> None:
+    s, clock = make("lalb", n=2, e=est(upload_s=1.0, infer_s=0.25))
+    run(s, req("A"))  # device 0 busy until 1.25
+    clock.advance_to(0.25)
+    a = req("A", t=0.25)
+    assert s._busy_finish(0, a) == s._upload_est(a, 1) + s._infer_est(a, 1) == 1.25
+    (d,) = run(s, a, req("B", t=0.25))
+    assert len(s.state[0].local) == 1  # the tie: A waits for its busy hit
+    assert (d.request.model, d.device) == ("B", 1)  # and B still goes in the same round
+
+
+def test_lb_starts_as_many_heads_as_devices_are_idle_in_one_round() -> None:
+    s, _ = make("lb")
+    assert [(d.request.model, d.device) for d in run(s, req("A"), req("B"))] == [
+        ("A", 0),
+        ("B", 1),
+    ]
+
+
+def test_lalb_fills_every_idle_device_in_one_round() -> None:
+    s, clock = make("lalb", n=2)
+    run(s, req("A"), req("B"))
+    clock.advance_to(2)
+    s.complete(0)
+    s.complete(1)
+    hits = run(s, req("A", t=2), req("B", t=2))  # rule 1 twice
+    assert sorted((d.request.model, d.device, d.hit) for d in hits) == [
+        ("A", 0, True),
+        ("B", 1, True),
+    ]
+
+
+def test_o3_takes_the_earliest_waiting_hit_and_fills_every_idle_device() -> None:
+    s, clock = make("lalbo3", n=3, e=est(upload_s=1.0, infer_s=0.1), o3_limit=5)
+    run(s, req("A"), req("B"), req("D"))  # A on 0, B on 1, D on 2
+    clock.advance_to(2)
+    s.complete(0)
+    clock.advance_to(3)
+    s.complete(1)
+    clock.advance_to(4)
+    s.complete(2)  # idle longest first: 0, 1, 2
+    s.submit(req("C", t=4))  # the head: on no device
+    later = [req("D", t=4.1), req("B", t=4.2), req("D", t=4.3)]
+    for r in later:
+        s.submit(r)
+    jumps = s.schedule()
+    assert [(d.request.model, d.device, d.out_of_order) for d in jumps] == [
+        ("D", 2, True),  # the earliest waiting hit first, though device 0 is idle longer
+        ("B", 1, True),
+        ("C", 0, False),  # then the head, a miss
+    ]
+    assert jumps[0].request is later[0] and s.skips(later[2]) == 0  # nothing passed it
+
+
+def test_o3_between_two_holders_of_a_model_the_longest_idle_gets_it() -> None:
+    s, clock = make("lalbo3", n=2, e=est(upload_s=1.0, infer_s=0.1), o3_limit=5)
+    run(s, req("B"), req("C"))
+    clock.advance_to(2)
+    s.complete(1)
+    clock.advance_to(3)
+    s.complete(0)  # device 1 idle longer
+    s.cache.admit(0, "B", 10 * MB, 3.0)
+    s.cache.admit(1, "B", 10 * MB, 3.0)  # both hold B now
+    s.submit(req("X", t=3))  # head on neither
+    b = req("B", t=3.1)
+    s.submit(b)
+    (d, *_) = s.schedule()
+    assert (d.request, d.device, d.out_of_order) == (b, 1, True)
+
+
+def test_lalb_is_in_order_unless_asked() -> None:
+    s = LALBScheduler([DeviceSlot(0, 10 * MB)], VirtualClock())
+    assert (s.o3_limit, s.name) == (0, "lalb")
+
+
+def test_a_round_drains_local_queues_and_then_goes_on_with_the_global_one() -> None:
+    s, clock = make("lalb", n=2, e=est(upload_s=5.0, infer_s=0.1))
+    run(s, req("A"))  # device 0 busy until 5.1
+    clock.advance_to(5.0)
+    run(s, req("A", t=5.0), req("B", t=5.0))  # A waits on device 0, B misses on device 1
+    s.submit(req("C", t=5.05))
+    s.complete(0)
+    s.complete(1)
+    assert [(d.request.model, d.device) for d in s.schedule()] == [("A", 0), ("C", 1)]
+
+
+def test_a_round_goes_on_after_the_starved_head_is_sent() -> None:
+    s, clock = make("lalbo3", n=2, cap_mb=10, e=est(upload_s=1.0, infer_s=0.1), o3_limit=1)
+    run(s, req("A"), req("B"))
+    clock.advance_to(2)
+    s.submit(req("C", t=2))
+    s.submit(req("B", t=2.1))
+    s.submit(req("B", t=2.2))
+    s.complete(1)
+    (jump,) = s.schedule()
+    assert jump.out_of_order  # C passed once: at its limit
+    clock.advance_to(3)
+    s.complete(1)
+    s.complete(0)
+    assert [(d.request.model, d.device, d.hit) for d in s.schedule()] == [
+        ("C", 0, False),  # the starved head, where the victims are oldest
+        ("B", 1, True),  # and the round goes on
+    ]
 
 
 # -- CFS-Affinity ----------------------------------------------------------------------------

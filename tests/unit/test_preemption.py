@@ -130,11 +130,58 @@ def test_a_paused_call_that_ends_at_shutdown_leaves_no_trace():
     assert sched.start(2.0).payload == "S"
 
 
-def test_preemption_rule_is_validated():
-    with pytest.raises(ValueError):
-        Preemption(ratio=1.5)
-    with pytest.raises(ValueError):
-        Preemption(max_pauses=0)
+_RATIO = "preemption: 0 < ratio < 1 and pause_cost_s >= 0"
+_COUNTS = "preemption: max_paused and max_pauses must be >= 1"
+_SLICES = "preemption: tail >= 0, quantum_s >= 0 and growth >= 1"
+_SHARING = "preemption: share_cores >= 1 and overdue >= 0"
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"ratio": 0.0}, _RATIO),
+        ({"ratio": 1.0}, _RATIO),
+        ({"ratio": 1.5}, _RATIO),
+        ({"pause_cost_s": -0.001}, _RATIO),
+        ({"max_paused": 0}, _COUNTS),
+        ({"max_pauses": 0}, _COUNTS),
+        ({"tail": -0.1}, _SLICES),
+        ({"quantum_s": -0.1}, _SLICES),
+        ({"growth": 0.99}, _SLICES),
+        ({"share_cores": 0}, _SHARING),
+        ({"overdue": -0.1}, _SHARING),
+    ],
+)
+def test_preemption_rule_is_validated(bad, message):
+    with pytest.raises(ValueError) as e:
+        Preemption(**bad)
+    assert str(e.value) == message
+
+
+def test_the_edges_of_each_bound_are_accepted():
+    Preemption(ratio=0.001, pause_cost_s=0.0, max_paused=1, max_pauses=1)
+    Preemption(ratio=0.999, tail=0.0, quantum_s=0.0, growth=1.0, share_cores=1, overdue=0.0)
+
+
+def test_remaining_time_expected_or_tail_aware():
+    expected = Preemption()
+    assert expected.remaining(5.0, 1.0) == 4.0
+    assert expected.remaining(1.0, 3.0) == 0.0  # outran its estimate: expected to end now
+    tail = Preemption(tail=2.0)
+    assert tail.remaining(1.0, 3.0) == 6.0  # ran long: likely a long one
+    assert tail.remaining(10.0, 1.0) == 9.0
+
+
+def test_time_slices_grow_by_the_factor_with_each_pause():
+    rule = Preemption(quantum_s=0.125, growth=2.0)
+    assert not rule.sliced(0, 0.0625) and rule.sliced(0, 0.125)
+    assert not rule.sliced(3, 0.875) and rule.sliced(3, 1.0)  # 0.125 * 2**3
+
+
+def test_the_time_saved_must_exceed_the_pause_cost():
+    rule = Preemption()
+    assert rule.outweighs(1.0, 3.0, pause_cost_s=1.5)
+    assert not rule.outweighs(1.0, 3.0, pause_cost_s=2.0)  # saves exactly the cost
 
 
 def test_a_pause_the_head_cannot_use_is_undone():

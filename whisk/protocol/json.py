@@ -20,17 +20,15 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 def dumps(value: Any) -> bytes:
     """Encode compactly. orjson stops at 254 levels of nesting while its parser accepts
-    1024, and the stdlib's encoder recurses (``RecursionError`` near 1000 levels), so deeper
-    values are written by an encoder without recursion: anything we parsed can be written
-    back."""
+    1024, and refuses integers beyond 64 bits and keys that are not strings, which the
+    stdlib writes; the stdlib's encoder recurses (``RecursionError`` near 1000 levels). So
+    what orjson refuses is written by an encoder without recursion that writes what the
+    stdlib does: anything we parsed can be written back. Raises ``TypeError`` for what no
+    JSON encoder writes."""
     try:
         return orjson.dumps(value)
     except TypeError:
-        pass
-    try:
         return _dumps_flat(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def dumps_str(value: Any) -> str:

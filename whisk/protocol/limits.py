@@ -10,6 +10,7 @@ from whisk.protocol.actions import Action
 SYSTEM_PAYLOAD_MAX = 1024 * 1024
 # At most 30 digits: int() of a longer string is slow, and beyond 4300 digits it raises.
 _SIZE_RE = re.compile(r"\s?(\d{1,30})\s?(GB|MB|KB|B|G|M|K)\s?", re.IGNORECASE)
+_SIZE_MAX_CHARS = 35  # the longest string _SIZE_RE matches: never run it on more
 _FACTORS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
 
@@ -18,7 +19,7 @@ def parse_byte_size(value: Any) -> int | None:
     None for anything else (negative counts included)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value if value >= 0 else None
-    if isinstance(value, str) and len(value) <= 40:
+    if isinstance(value, str) and len(value) <= _SIZE_MAX_CHARS:
         m = _SIZE_RE.fullmatch(value)
         if m:
             return int(m.group(1)) * _FACTORS[m.group(2).lower()]
