@@ -277,6 +277,7 @@ class LogFile:
         self._pos = 0
         self._carry = b""  # lines the last activation set aside for the next (LogParser.carry)
         self._trimmed: int | None = 0 if trim else None  # file bytes given back so far
+        self._closed = False
 
     def _json(self, data: bytes) -> bytes:
         if self._convert is None or not data:
@@ -287,6 +288,9 @@ class LogFile:
         return b"".join(self._convert(line) for line in raw[:cut].split(b"\n")[:-1])
 
     def close(self) -> None:
+        """For good: a read still waiting for the sentinels ends with what it has and never
+        opens the file again (it did, and the descriptor outlived the container)."""
+        self._closed = True
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -310,6 +314,8 @@ class LogFile:
                 self._trimmed = None
 
     def _read(self) -> bytes:
+        if self._closed:
+            return b""
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
@@ -343,6 +349,8 @@ class LogFile:
                 self._carry = parser.carry(leftover)
                 self._compact()
                 return parser.lines, True
+            if self._closed:  # the container is gone: its sentinels will not come
+                return parser.lines, not wait_for_sentinels
             data = self._read()
             if data:
                 self._buf += self._json(data)

@@ -20,6 +20,7 @@ from containers.logfile import (
 )
 from containers.runtimes.python_runtime import MAX_LOG_LINE, SENTINEL, LogStream, iso_time
 from whisk.protocol import logs
+from whisk.supervisor import child
 
 T0 = 1_717_000_000_123_456_789
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
@@ -206,6 +207,43 @@ async def test_log_file_times_out_without_sentinels(tmp_path: Path) -> None:
     lines, complete = await f.read(1000, False)
     assert complete and [ln.text for ln in lines] == ["more\n"]
     f.close()
+
+
+def _open_fds_of(path: Path) -> int:
+    return sum(1 for fd in os.listdir("/proc/self/fd") if _link(fd) == str(path))
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("watched", [False, True])
+async def test_a_log_closed_while_a_read_waits_is_never_opened_again(
+    tmp_path: Path, watched: bool
+) -> None:
+    # A container destroyed while its call's logs are read (a timeout, an eviction): the
+    # read that was waiting for the sentinels opened the file again and nothing closed it,
+    # one descriptor per such container (the soak saw hundreds in an hour).
+    path = tmp_path / "log.json"
+    path.write_bytes(line("no sentinels yet\n"))
+    watcher = LogWatcher() if watched else None
+    f = LogFile(path, watcher)
+    reading = child(f.read(1000, True, idle_timeout_s=30))
+    await asyncio.sleep(0.05)
+    assert _open_fds_of(path) == 1
+    f.close()  # destroy()
+    path.write_bytes(line("written after\n"))
+    async with asyncio.timeout(5):  # it ends now, not after the idle timeout
+        lines, complete = await reading
+    assert [ln.text for ln in lines] == ["no sentinels yet\n"] and not complete
+    assert _open_fds_of(path) == 0
+    assert await f.read(1000, False) == ([], True)  # closed: nothing more is read
+    assert _open_fds_of(path) == 0
+    if watcher is not None:
+        watcher.close()
 
 
 @pytest.mark.parametrize("size", [MAX_LOG_LINE - 1, MAX_LOG_LINE, MAX_LOG_LINE + 1, 100_000])
