@@ -386,12 +386,19 @@ def _fork_slirp(binary: str, pid_r: int, ready_w: int, exit_r: int, close: tuple
     """slirp4netns, once the init's pid arrives on ``pid_r``, on the init's network
     namespace from the host's: user-mode NAT for outbound connections, with the host's
     loopback out of reach. It writes to ``ready_w`` when the interface is configured and
-    exits when ``exit_r`` reads EOF (the shim is gone)."""
+    exits when ``exit_r`` reads EOF (the shim is gone).
+
+    In a mount namespace of its own whose mounts are all private: slirp4netns's own sandbox
+    makes only ``/`` private before it detaches the old root, and that detach, propagated
+    through every shared mount, took the host's mounts below them with it (the network
+    namespaces Podman and ``ip netns`` bind under a shared ``/run/netns``)."""
     pid = os.fork()
     if pid != 0:
         return pid
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _unshare(CLONE_NEWNS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
         for fd in close:
             os.close(fd)
         target = os.read(pid_r, 32).decode()

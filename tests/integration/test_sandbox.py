@@ -457,6 +457,34 @@ async def test_outbound_connections_reach_the_outside(
     assert r.status != 200 or "reply" not in result(r), "but not the host's loopback"
 
 
+@pytest.fixture
+def shared_mount(tmp_path: Path) -> Iterator[Path]:
+    """A shared mount with a mount below it, as ``/run/netns`` is with the network
+    namespaces Podman and ``ip netns`` bind there."""
+    top, below = tmp_path / "shared", tmp_path / "shared" / "below"
+    below.mkdir(parents=True)
+    subprocess.run(["mount", "--bind", top, top], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", top], check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", below], check=True)
+        yield below
+    finally:
+        subprocess.run(["umount", "--recursive", "--lazy", top], check=False)
+
+
+async def test_a_container_with_outbound_network_leaves_the_hosts_mounts_alone(
+    make: Maker, shared_mount: Path
+) -> None:
+    # slirp4netns's own sandbox detaches its old root having made only / private: run in
+    # the host's mount namespace, that detach took every mount below a shared one with it
+    # (in CI: Podman's network namespaces, its containers then unreachable).
+    assert os.path.ismount(shared_mount)
+    c = await make(OUTBOUND_PY)
+    r = await run(c, {"host": "127.0.0.1", "port": 9})  # refused at once; slirp4netns is up
+    assert r.status in (200, 502)
+    assert os.path.ismount(shared_mount), "a mount of the host's was detached"
+
+
 async def test_action_network_none_has_only_its_own_loopback(
     state_dir: Path,  # noqa: F811
     outside_server: tuple[str, int],
