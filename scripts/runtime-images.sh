@@ -82,7 +82,13 @@ ENTRYPOINT ["/usr/bin/python3", "-I", "-B", "/ow/docker_entry.py", "$mode"]
 EOF
     log "$image: $ENGINE build (offline, from $BASE_IMAGE)"
     local out
-    out="$(build_image "$image" "$ctx")" || { printf '%s\n' "$out" >&2; die "$ENGINE build of $image failed"; }
+    # Once more after a failure: on a loaded machine the OCI runtime has failed to start a
+    # build step's container once (runc: "failed to read init pid file"), never twice.
+    if ! out="$(build_image "$image" "$ctx")"; then
+        printf '%s\n' "$out" >&2
+        log "$image: the build failed; trying once more"
+        out="$(build_image "$image" "$ctx")" || { printf '%s\n' "$out" >&2; die "$ENGINE build of $image failed"; }
+    fi
     log "$image: built"
     # The replaced build, unless a container still uses it.
     [[ -z "$old" ]] || cli rmi "$old" >/dev/null 2>&1 || true

@@ -55,6 +55,8 @@ if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=
 
 log() { printf '[services] %s\n' "$*" >&2; }
 die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+IMAGES_FAILED=4 # the engine started but its images could not be made
+die_images() { printf '[services] ERROR: %s\n' "$*" >&2; exit "$IMAGES_FAILED"; }
 
 state_dir() { printf '%s/%s' "$STATE_ROOT" "$1"; }
 pid_file() { printf '%s/%s.pid' "$(state_dir "$1")" "$1"; }
@@ -332,10 +334,11 @@ start_docker() {
         log "docker: dockerd failed with $driver; trying vfs (copies each image per container)"
         stop_service docker >/dev/null 2>&1 || true
     done
+    # dockerd runs: a failure from here on is the images', not the machine's (exit 4).
     DOCKER_HOST="unix://$sock" OW_ENGINE=docker "$ROOT/scripts/images.sh" \
-        || die "docker: importing the busybox image failed"
+        || die_images "docker: importing the busybox image failed"
     DOCKER_HOST="unix://$sock" OW_ENGINE=docker "$ROOT/scripts/runtime-images.sh" \
-        || die "docker: building the runtime images failed"
+        || die_images "docker: building the runtime images failed"
 }
 
 docker_wait() { # until /_ping answers (0), or dockerd exits or the timeout passes (1)

@@ -27,6 +27,13 @@ TEST_CONTAINER_LABEL = "ow-invoker-test"
 class ServiceError(RuntimeError):
     """A service did not start or stop; the message carries the script's output."""
 
+    def __init__(self, message: str, exit_status: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status  # scripts/services.sh's, when it failed
+
+
+IMAGES_FAILED = 4  # services.sh: the engine started, but its images could not be made
+
 
 class ServiceMissing(ServiceError):
     """The component is not installed; the message names the install command."""
@@ -73,7 +80,8 @@ class ManagedService:
         if proc.returncode != 0 and action != "status":
             raise ServiceError(
                 f"scripts/services.sh {action} {self.name} failed (exit {proc.returncode}):\n"
-                f"{proc.stdout}"
+                f"{proc.stdout}",
+                proc.returncode,
             )
         return proc.stdout
 
@@ -466,6 +474,8 @@ class DockerService(ManagedService):
         try:
             self.start()
         except ServiceError as exc:
+            if exc.exit_status == IMAGES_FAILED:  # a failure to report, not a machine to skip
+                raise
             raise ServiceUnusable(f"dockerd cannot run on this machine: {exc}") from exc
 
     def teardown(self) -> None:
