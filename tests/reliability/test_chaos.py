@@ -33,7 +33,9 @@ from tests.services import COUCHDB_PROXY_TEST_PORT
 pytestmark = pytest.mark.services
 
 QUICK = b"import time\ndef main(a):\n    time.sleep(0.01)\n    return {'i': a.get('i')}\n"
+LONG = b"import time\ndef main(a):\n    time.sleep(2)\n    return {'i': a.get('i')}\n"
 RATE = 10  # calls per second, published throughout
+LONG_EVERY = 10  # every tenth call is a long one (2 s)
 BEFORE_S = AFTER_S = 3.0  # of load before the fault and after it
 RSS_GROWTH_LIMIT_MB = 150  # the invoker's resident memory may grow by at most this
 
@@ -107,6 +109,7 @@ async def under_load(
     try:
         async with controller(kafka, couchdb, config) as stub:
             action, rev = await stub.create_action("quick", QUICK)
+            long_action = await stub.create_action("long", LONG)
             proc.start()
             await stub.wait_completion(await stub.invoke(action, rev), timeout_s=60)
             assert proc.proc is not None
@@ -118,7 +121,8 @@ async def under_load(
             async def publish() -> None:
                 i = 0
                 while not stop.is_set():
-                    aid = await stub.invoke(action, rev, blocking=False, content={"i": i})
+                    target, revision = long_action if i % LONG_EVERY == 0 else (action, rev)
+                    aid = await stub.invoke(target, revision, blocking=False, content={"i": i})
                     aids.append(aid)
                     sent[aid] = time.monotonic()
                     i += 1
