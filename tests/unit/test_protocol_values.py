@@ -572,6 +572,7 @@ def test_an_init_answer_is_none_or_a_developer_error():
         19,
     )
     text = interpret_init(500, b"boom \xff")
+    assert text is not None and text.status_code == StatusCode.DEVELOPER_ERROR
     assert text.result == {"error": "The action failed during initialization: boom \ufffd"}
     assert text.size == len("boom \ufffd")
     empty = interpret_init(500, b"")
