@@ -7,6 +7,7 @@ job that keeps only its raw message is parsed for the listing without being expa
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -289,6 +290,13 @@ def memory_by_state(invoker: Invoker) -> dict[str, int]:
     return {state: mb[state] for state in STATES}
 
 
+def _loop_tasks() -> int:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # scraped outside an event loop: none to count
+        return 0
+
+
 class NodeCollector:
     """Gauges read from the pool and the queues at scrape time (labels that come and go,
     such as a kind, cannot be fixed gauges)."""
@@ -332,6 +340,11 @@ class NodeCollector:
             "invoker_oldest_running_seconds",
             "Age since receipt of the oldest running call (0: none)",
             value=oldest_age_s(inv, "running"),
+        )
+        yield GaugeMetricFamily(
+            "invoker_event_loop_tasks",
+            "Tasks alive in the event loop that serves this scrape (a leak grows it)",
+            value=_loop_tasks(),
         )
 
 

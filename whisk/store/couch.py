@@ -79,6 +79,15 @@ class CouchStore:
         if status not in (201, 202, 412):
             self._check(status, body, f"create database {db}")
 
+    async def doc_count(self, db: str) -> int:
+        """How many documents ``db`` holds, design documents (its indexes) left out."""
+        path = f"/{quote(db, safe='')}"
+        status, body = await self._request("GET", path)
+        total = int(self._check(status, body, f"info of {db}")["doc_count"])
+        design = f'{path}/_all_docs?startkey="_design/"&endkey="_design0"'
+        status, body = await self._request("GET", design)
+        return total - len(self._check(status, body, f"design documents of {db}")["rows"])
+
     async def get(self, db: str, docid: str) -> dict[str, Any] | None:
         status, body = await self._request("GET", _doc_path(db, docid))
         if status == 404:
