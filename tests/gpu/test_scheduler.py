@@ -9,7 +9,7 @@ from gpu.cfs import CFSAffinityScheduler
 from gpu.estimates import DeviceTypePrior, Estimator, LinearFit
 from gpu.exclusive import ExclusiveScheduler
 from gpu.policies import make_scheduler
-from gpu.scheduler import DeviceSlot, LALBScheduler, LBScheduler, Request
+from gpu.scheduler import DeviceSlot, GpuScheduler, LALBScheduler, LBScheduler, Request
 from whisk.clock import VirtualClock
 
 MB = 1 << 20
@@ -249,7 +249,9 @@ def test_o3_jumps_idle_hits_ahead_and_counts_skips() -> None:
     assert head is not None and head.model == "C" and s.skips(head) == 1
 
 
-def test_o3_limit_forces_the_starved_head_out_hit_or_miss() -> None:
+def _head_passed_once() -> GpuScheduler:
+    """O3 with a limit of 1: A on device 0, B on 1; then C (on no device) waits ahead of two
+    B calls, and one B passes it on device 1, which leaves C at its limit."""
     s, clock = make("lalbo3", n=2, cap_mb=10, e=est(upload_s=1.0, infer_s=0.1), o3_limit=1)
     run(s, req("A"), req("B"))
     clock.advance_to(2)
@@ -260,6 +262,11 @@ def test_o3_limit_forces_the_starved_head_out_hit_or_miss() -> None:
     (d,) = s.schedule()
     assert d.out_of_order and d.request.model == "B"  # C skipped once: at the limit now
     clock.advance_to(3)
+    return s
+
+
+def test_o3_limit_forces_the_starved_head_out_hit_or_miss() -> None:
+    s = _head_passed_once()
     s.complete(1)
     (d,) = s.schedule()
     # a B request still waits and device 1 holds B, but C has reached the limit: C goes first
@@ -507,16 +514,7 @@ def test_a_round_drains_local_queues_and_then_goes_on_with_the_global_one() -> N
 
 
 def test_a_round_goes_on_after_the_starved_head_is_sent() -> None:
-    s, clock = make("lalbo3", n=2, cap_mb=10, e=est(upload_s=1.0, infer_s=0.1), o3_limit=1)
-    run(s, req("A"), req("B"))
-    clock.advance_to(2)
-    s.submit(req("C", t=2))
-    s.submit(req("B", t=2.1))
-    s.submit(req("B", t=2.2))
-    s.complete(1)
-    (jump,) = s.schedule()
-    assert jump.out_of_order  # C passed once: at its limit
-    clock.advance_to(3)
+    s = _head_passed_once()
     s.complete(1)
     s.complete(0)
     assert [(d.request.model, d.device, d.hit) for d in s.schedule()] == [
