@@ -294,6 +294,10 @@ start_podman() {
     mkdir -p "$sd"
     rm -f "$sd/podman.sock"
     export CONTAINERS_CONF="$conf"
+    # Rules left by removed containers would forward some new containers' ports to nowhere.
+    if [[ "$(id -u)" == 0 ]] && command -v iptables >/dev/null; then
+        "$PY" "$ROOT/scripts/podman_cni_gc.py" || log "podman: stale CNI state not cleaned"
+    fi
     log "podman: starting the Docker-compatible API on unix://$sd/podman.sock"
     launch podman podman system service --time=0 "unix://$sd/podman.sock"
     wait_ready podman "$PODMAN_START_TIMEOUT" podman "$sd/podman.sock"

@@ -57,8 +57,8 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[ProcessBacken
     """One backend per module run: the process backend, or the Docker backend as production
     runs it (``reach="netns"``: each runtime on its own container's loopback, no network) on a
     Docker Engine (the ``dockerd`` fixture) or on Podman. Podman's published ports are
-    tested in test_docker_backend; here (CI, 2 cores) a container behind Podman's bridge once
-    stayed unreachable (EHOSTUNREACH) for minutes."""
+    tested in test_docker_backend (a container behind them once stayed unreachable for
+    minutes: a stale CNI rule of a removed container, see scripts/podman_cni_gc.py)."""
     prefix = f"wskc{os.getpid()}x{next(_counter)}"
     if request.param == "process":
         state = Path(tempfile.mkdtemp(prefix="owcorpus-", dir="/var/tmp"))  # not under /tmp

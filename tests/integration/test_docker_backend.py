@@ -2,9 +2,9 @@
 Docker-compatible API (see docs/docker.md).
 
 Every test that takes ``engine_host`` runs once per engine: ``docker`` (the ``dockerd``
-fixture; containers with no network, ``NetworkMode none``, reached from inside their own
-network namespace, ``reach="netns"``) and ``podman`` (the ``podman`` fixture; port 8080
-published on 127.0.0.1). Tests
+fixture) and ``podman`` (the ``podman`` fixture), with the backend as production runs it:
+containers with no network (``NetworkMode none``), reached from inside their own network
+namespace (``reach="netns"``); Podman's published ports have a test of their own. Tests
 marked ``docker_only`` (what Podman lacks, or what only repeats on Podman what another test
 already shows there) run on dockerd alone, to keep the suite's time.
 
@@ -128,20 +128,9 @@ def svc(engine_host: str) -> Any:
     return _services[engine_host]
 
 
-def reach_for(host: str) -> str:
-    """How tests reach runtimes: on dockerd from inside each container's network namespace
-    (the default); Podman publishes 8080 on 127.0.0.1."""
-    return "netns" if _services[host].engine == "docker" else "publish"
-
-
-def network_for(host: str) -> str:
-    """The containers' network: none on dockerd (it has no bridge here), Podman's bridge."""
-    return "none" if _services[host].engine == "docker" else "bridge"
-
-
 def new_backend(host: str, label: str, prefix: str | None = None, **kw: Any) -> DockerBackend:
-    kw.setdefault("reach", reach_for(host))
-    kw.setdefault("network", network_for(host))
+    kw.setdefault("reach", "netns")
+    kw.setdefault("network", "none")
     kw.setdefault("images", local_images())
     return DockerBackend(
         host,
@@ -259,16 +248,37 @@ async def test_cold_start_names_labels_limits_and_loopback_port(
     assert "NET_RAW" in hc["CapDrop"]
     assert hc["LogConfig"]["Type"] == "json-file"
     assert hc["SecurityOpt"] == ["no-new-privileges"] and hc["ShmSize"] == 64 << 20
-    if backend.reach == "netns":  # no network; the runtime on the container's own loopback
-        assert hc["NetworkMode"] == "none"
-        assert f"{LISTEN_ENV}=127.0.0.1:8080" in info["Config"]["Env"]
-        assert c.address == ("127.0.0.1", 8080) and not info["NetworkSettings"]["Ports"]
-    else:
-        ports = info["NetworkSettings"]["Ports"]["8080/tcp"]
-        assert [p["HostIp"] for p in ports] == ["127.0.0.1"]
-        assert c.address == ("127.0.0.1", int(ports[0]["HostPort"]))
+    # No network; the runtime on the container's own loopback.
+    assert hc["NetworkMode"] == "none"
+    assert f"{LISTEN_ENV}=127.0.0.1:8080" in info["Config"]["Env"]
+    assert c.address == ("127.0.0.1", 8080) and not info["NetworkSettings"]["Ports"]
     assert c.image == PYTHON_IMAGE
     assert c.log_source == "file"  # a local engine: its log file is read, as the reference does
+
+
+async def test_podman_publishes_the_runtime_on_127_0_0_1(engine_host: str, svc) -> None:
+    """``reach="publish"`` on Podman's bridge: 8080 on a host port of 127.0.0.1, cold and
+    warm calls through it (dockerd has no bridge here: its published ports are the
+    userland-proxy tests below). Several containers at once, as a burst of cold starts."""
+    if svc.engine != "podman":
+        pytest.skip("dockerd has no bridge network here")
+    b = new_backend(engine_host, svc.container_label, reach="publish", network="bridge")
+    await b.start()
+    try:
+        cs = await asyncio.gather(
+            *(
+                b.create(ContainerSpec(f"{b.name_prefix}_{i}_guest_p", "python:3.11", 128))
+                for i in range(6)
+            )
+        )
+        assert [(await c.init(init_body(ECHO_PY), 30)).status for c in cs] == [200] * 6
+        for i, c in enumerate(cs):
+            ports = (await b.engine.inspect(c.id))["NetworkSettings"]["Ports"]["8080/tcp"]
+            assert [p["HostIp"] for p in ports] == ["127.0.0.1"]
+            assert c.address == ("127.0.0.1", int(ports[0]["HostPort"]))
+            assert result(await run(c, {"name": str(i)})) == {"greeting": f"Hello {i}"}
+    finally:
+        await b.close()
 
 
 CPU_PROBE = py("""
@@ -542,8 +552,8 @@ async def test_kill_9_of_the_invoker_then_remove_leftovers_removes_only_ours(
         host=engine_host,
         prefix=prefix,
         label=label,
-        reach=reach_for(engine_host),
-        network=network_for(engine_host),
+        reach="netns",
+        network="none",
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
