@@ -80,7 +80,7 @@ async def test_stock_mode_waits_until_the_busy_container_is_paused(
         binds=BINDS,
         labels={TEST_CONTAINER_LABEL: "1"},
         images=local_images(),
-        reach="publish",
+        network="none",  # reached in its own netns: no CNI port forwarding (podman_cni_gc.py)
     )
     async with running_invoker(
         kafka, couchdb, tmp_path, backend=backend, unique_name=unique, pause_grace_s=1.0
