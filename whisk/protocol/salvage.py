@@ -40,14 +40,14 @@ def classify(raw: bytes | bytearray | memoryview | str, error: Exception) -> str
 
 
 def _string(token: bytes) -> str | None:
-    """A string token's text; None if it is broken or holds a lone surrogate (``\\ud800``),
-    which no answer could carry."""
+    """A string token's text (the token starts with a quote); None if it is broken or holds
+    a lone surrogate (``\\ud800``), which no answer could carry."""
     try:
-        value = json.loads(token.decode("utf-8", "replace"))
+        value: str = json.loads(token.decode("utf-8", "replace"))
         value.encode("utf-8")
-    except (ValueError, AttributeError):  # UnicodeEncodeError is a ValueError
+    except ValueError:  # UnicodeEncodeError is a ValueError
         return None
-    return value if isinstance(value, str) else None
+    return value
 
 
 def _scalar(token: bytes) -> Any:
@@ -93,8 +93,8 @@ def _shallow(data: bytes, keep: int, fields: frozenset[str]) -> dict[str, Any]:
         if first in b"{[":
             openers = token.translate(None, b" \t\r\n")
             if not stack:
-                if root or openers[:1] != b"{":
-                    return root  # no top-level object, or it has ended
+                if openers[:1] != b"{":
+                    return root  # no top-level object (once it has ended, it is returned)
                 stack.append([root, None])
                 openers = openers[1:]
             for i, opener in enumerate(openers):
@@ -124,7 +124,7 @@ def _shallow(data: bytes, keep: int, fields: frozenset[str]) -> dict[str, Any]:
                 # A broken or unwanted key becomes "": its value is skipped.
                 frame[1] = key if key and (len(stack) > 1 or key in fields) else ""
             else:
-                _put(frame, _scalar(token) if frame[1] != "" else None)
+                _put(frame, _scalar(token))  # an unwanted key's ("") is dropped
     return root
 
 
