@@ -68,6 +68,7 @@ TESTS = (
     "tests/unit/test_protocol_actions.py",
     "tests/unit/test_protocol_values.py",
     "tests/unit/test_salvage.py",
+    "tests/unit/test_action_documents.py",
     "tests/unit/test_placement.py",
     "tests/unit/test_container_pool.py",
     "tests/unit/test_runtime_logs.py",
