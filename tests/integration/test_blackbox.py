@@ -44,8 +44,6 @@ from ow_invoker.harness.processes import ROOT, Platform, running_platform
 from tests.integration.test_docker_backend import (  # noqa: F401 (engine_host: a fixture)
     ENGINES,
     engine_host,
-    network_for,
-    reach_for,
 )
 
 pytestmark = pytest.mark.services
@@ -209,10 +207,10 @@ def docker_args(host: str, unique: str) -> tuple[str, ...]:
         ",".join(BINDS),
         "--runtime-images",  # the health action and prewarms need the managed kinds too
         ",".join(f"{k}={v}" for k, v in local_images().items()),
-        "--docker-reach",
-        reach_for(host),
+        "--docker-reach",  # each engine's containers reached in their own netns, as in production
+        "netns",
         "--docker-network",
-        network_for(host),
+        "none",
         "--unique-name",
         unique,
     )
