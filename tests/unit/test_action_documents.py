@@ -130,6 +130,10 @@ def test_blackbox_documents() -> None:
     assert a.code == "echo"
     a = action_from_document(doc(exec={"kind": "blackbox", "image": "me/img"}))
     assert a.code is None and a.code_attachment is None
+    # An image on a kind that is not blackbox is kept only when it is a string.
+    assert (
+        action_from_document(doc(exec={"kind": "python:3", "code": "x", "image": 5})).image is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -252,6 +256,11 @@ def test_kinds_and_images() -> None:
     assert resolve_kind("nodejs:default", defaults) == "nodejs:20"
     assert resolve_kind("Python:3.11", defaults) == "python:3.11"
     assert resolve_kind("nodejsdefault", defaults) == "nodejsdefault"
+    assert resolve_kind("nodejs:x:default", defaults) == "nodejs:20"  # the first part
+    long = "r" * 100 + ":default"
+    with pytest.raises(ProtocolError) as e:
+        resolve_kind(long, defaults)
+    assert str(e.value) == f"no default runtime for kind {long[:64]!r}"
     with pytest.raises(ProtocolError, match=r"^no default runtime for kind 'go:default'$"):
         resolve_kind("go:default", defaults)
     good = ["busybox", "me/img:1.0", "reg.io:5000/a/b_c__d-e:tag", "x@sha256:" + "a" * 64]

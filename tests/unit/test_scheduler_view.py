@@ -81,12 +81,14 @@ def run(policy: str, scenario: Scenario) -> Any:
 
 
 async def settle(invoker: Invoker, calls: dict[str, int]) -> None:
-    """Wait (virtual time) until each function has finished that many calls."""
-    while True:
-        done = invoker.call_times.snapshot()
-        if all(done.get(f"guest/{fn}", {}).get("calls", 0) >= n for fn, n in calls.items()):
-            return
-        await asyncio.sleep(0.05)
+    """Wait (virtual time) until each function has finished that many calls; a minute at
+    most, so a broken invoker fails the test instead of looping for ever."""
+    async with asyncio.timeout(60):
+        while True:
+            done = invoker.call_times.snapshot()
+            if all(done.get(f"guest/{fn}", {}).get("calls", 0) >= n for fn, n in calls.items()):
+                return
+            await asyncio.sleep(0.05)
 
 
 def stretch_bucket(value: float) -> int:
