@@ -2,8 +2,10 @@
 
 Order: a warm idle container of the same invoking namespace and action revision; a
 prewarmed container of the same kind and memory; a new container if memory allows; a new
-container after evicting idle warm containers (least recently used first, never prewarmed
-or busy ones); otherwise nothing (the call waits).
+container after evicting idle warm containers (least recently used first), then prewarmed
+ones (a spare is worth less than a waiting call, and an action larger than the memory the
+prewarms leave would otherwise wait for ever), never busy or starting ones; otherwise
+nothing (the call waits).
 """
 
 from __future__ import annotations
@@ -101,12 +103,12 @@ def place(
     if memory_mb <= free:
         return Placement(How.COLD, None)
     victims: list[int] = []
-    idle = sorted(
-        (s.last_used, sid)
+    evictable = sorted(
+        (s.state is SlotState.PREWARM, s.last_used, sid)
         for sid, s in slots.items()
-        if s.state in (SlotState.IDLE, SlotState.PAUSED)
+        if s.state in (SlotState.IDLE, SlotState.PAUSED, SlotState.PREWARM)
     )
-    for _, sid in idle:
+    for *_, sid in evictable:
         victims.append(sid)
         free += slots[sid].memory_mb
         if memory_mb <= free:

@@ -18,6 +18,7 @@ import itertools
 import logging
 import os
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from whisk.clock import Clock
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+_IDLE = (SlotState.IDLE, SlotState.PAUSED)  # warm containers with no call running
 
 
 @dataclass(slots=True)
@@ -128,6 +130,7 @@ class ContainerPool:
         self.warm_starts = 0
         self.prewarm_starts = 0
         self.evictions = 0
+        self._evicted_prewarms: Counter[tuple[str, int]] = Counter()  # (kind, memory)
 
     # -- lifecycle --
 
@@ -178,6 +181,9 @@ class ContainerPool:
         if p is None:
             return None
         victims = [self.slots.pop(sid) for sid in p.evict]
+        for victim in victims:
+            if victim.state is SlotState.PREWARM:  # given back by the janitor (_replenish)
+                self._evicted_prewarms[victim.kind, victim.memory_mb] += 1
         if p.slot is not None:
             slot = self.slots[p.slot]
         else:
@@ -323,9 +329,10 @@ class ContainerPool:
         self.create_problem = None
         self.on_change()
 
-    def _start_prewarm(self, cell: StemCell) -> None:
-        # Prewarmed containers are never evicted (stock rule), so they may hold at most half
-        # of the memory: a small node must still be able to start the containers it needs.
+    def _start_prewarm(self, cell: StemCell) -> bool:
+        """Start one prewarmed container of ``cell`` if memory allows; whether it did."""
+        # Prewarmed containers may hold at most half of the memory (they are evicted only
+        # after every idle warm container), so a small node keeps room for what it runs.
         prewarmed = sum(
             s.memory_mb
             for s in self.slots.values()
@@ -334,7 +341,7 @@ class ContainerPool:
         if cell.memory_mb > min(
             self.user_memory_mb - self.used_memory_mb, self.user_memory_mb // 2 - prewarmed
         ):
-            return
+            return False
         slot = Slot(next(self._ids), cell.kind, cell.memory_mb, SlotState.STARTING)
         slot.ready = ready = asyncio.get_running_loop().create_future()
         self.slots[slot.id] = slot
@@ -354,6 +361,14 @@ class ContainerPool:
                 self.on_change()
 
         self._spawn(boot())
+        return True
+
+    def _replenish(self) -> None:
+        """Start again, as memory allows, the prewarmed containers that calls evicted."""
+        for cell in self.stem_cells:
+            shape = (cell.kind, cell.memory_mb)
+            while self._evicted_prewarms[shape] and self._start_prewarm(cell):
+                self._evicted_prewarms[shape] -= 1
 
     def _refill(self, kind: str, memory_mb: int) -> None:
         for cell in self.stem_cells:
@@ -375,22 +390,30 @@ class ContainerPool:
         return self.supervisor.spawn(coro, track=self._tasks)
 
     async def _janitor_loop(self) -> None:
+        """Pause containers idle for ``pause_grace_s``, remove those idle for
+        ``idle_timeout_s``, each within a second of its time. Between rounds it sleeps
+        until the oldest idle container can be due (a container that becomes idle later
+        is due later): with limits that are never reached, as the simulator sets them, it
+        does not wake every second of a simulated day."""
+        soonest = min(self.pause_grace_s, self.idle_timeout_s)
+        step = min(1.0, soonest)
+        wait = step
         while True:
-            await asyncio.sleep(min(1.0, self.pause_grace_s))
+            await asyncio.sleep(wait)
             now = self.clock.now()
-            # Only a slot idle for the shorter of the two limits can be due for either (a
-            # node keeps hundreds of containers for hours; this runs every second).
-            soonest = min(self.pause_grace_s, self.idle_timeout_s)
-            due = [s for s in self.slots.values() if now - s.last_used >= soonest]
-            for slot in due:
+            oldest = now  # the last use of the longest idle container kept
+            for slot in [s for s in self.slots.values() if s.state in _IDLE]:
                 idle_for = now - slot.last_used
-                idle = slot.state in (SlotState.IDLE, SlotState.PAUSED)
-                if idle and idle_for >= self.idle_timeout_s:
+                if idle_for >= self.idle_timeout_s:
                     self.slots.pop(slot.id, None)
                     self._spawn(self._destroy(slot))
-                elif slot.state is SlotState.IDLE and idle_for >= self.pause_grace_s:
+                    continue
+                if slot.state is SlotState.IDLE and idle_for >= self.pause_grace_s:
                     slot.state = SlotState.PAUSED
                     slot.pausing = self._spawn(self._pause(slot))
+                oldest = min(oldest, slot.last_used)
+            self._replenish()
+            wait = max(step, oldest + soonest - now)
 
     async def _pause(self, slot: Slot) -> None:
         container = slot.container

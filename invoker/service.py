@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,19 @@ COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (m
 PING_TIMEOUT_S = 1.5  # a ping Kafka has not acknowledged by then: it cannot take acks either
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """How often health is gathered and pings are sent (the controller expects one a
+    second), and how long records linger to make a batch. No call's scheduling depends on
+    them, so the simulator, with no controller to ping, nothing to fail and records it
+    drops, pings rarely and does not linger: they were an eighth of a simulated day's loop
+    steps."""
+
+    health_s: float = 0.5
+    ping_s: float = 1.0
+    record_linger_s: float = 0.02
+
+
 async def _bounded(step: Coroutine[Any, Any, Any], what: str, seconds: float = 5.0) -> None:
     """A shutdown step that must not hold the exit when a service is away."""
     try:
@@ -89,8 +103,10 @@ class Invoker:
         manifest: Manifest | None = None,
         metrics: InvokerMetrics | None = None,
         gpu_pool: GpuPoolHandle | None = None,
+        cadence: Cadence = Cadence(),
     ) -> None:
         self.config = config
+        self.cadence = cadence
         self.bus = bus
         self.store = store
         self.backend = backend
@@ -150,6 +166,7 @@ class Invoker:
             state / "spool",
             clock,
             spool_limit_bytes=config.record_spool_mb * 1024 * 1024,
+            linger_s=cadence.record_linger_s,
             supervisor=self.supervisor,
         )
         self.offsets = OffsetTracker()
@@ -362,10 +379,9 @@ class Invoker:
     # -- background loops --
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = self.supervisor.spawn(coro)  # logged if it fails
-        self._tasks.add(task)  # the activations, which shutdown waits for
-        task.add_done_callback(self._tasks.discard)
-        return task
+        """A task of an activation: logged if it fails, and kept in ``_tasks``, which
+        shutdown waits for (one done callback for both)."""
+        return self.supervisor.spawn(coro, track=self._tasks)
 
     def _wake(self) -> None:
         self._wakeup.set()
@@ -404,10 +420,10 @@ class Invoker:
                         await self._ping(enabled=False)
                 except Exception as e:
                     log.warning("disabled ping failed: %s", e)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(self.cadence.ping_s)
 
     async def _health_loop(self) -> None:
-        """Gather what the node can do into :attr:`health` twice a second: its tasks, its
+        """Gather what the node can do into :attr:`health` (twice a second): its tasks, its
         acks (none waiting for Kafka) and creating containers (probed while it fails)."""
         was: dict[str, str] = {}
         while True:
@@ -430,7 +446,7 @@ class Invoker:
                 else:
                     log.info("healthy again")
             was = now
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(self.cadence.health_s)
 
     async def _feed_loop(self) -> None:
         low_water = self.config.max_pending * 9 // 10

@@ -16,6 +16,7 @@ import logging
 import math
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from containers.simulated import SIM_CPU, SIM_DURATION, SimulatedBackend
 from invoker.azure import SliceSpec, draw_slice, offered_load, read_azure2019, read_azure2021
 from invoker.config import InvokerConfig
-from invoker.service import Invoker
+from invoker.service import Cadence, Invoker
 from invoker.workloads import (
     SEBS_CPU_SHARE,
     TraceCall,
@@ -45,6 +46,40 @@ from whisk.supervisor import child
 
 HELP = "simulate the node scheduler and policies on a trace, with a virtual clock"
 NAMESPACE = "guest"
+# No controller reads pings and nothing fails here: health and pings once a virtual minute,
+# and records, which the store drops, are not held back to make batches. Offsets are
+# committed as in service (five times a second): where the virtual clock stops moves later
+# timers by a float's last digit, so fewer commits would change some schedules.
+CADENCE = Cadence(health_s=60.0, ping_s=60.0, record_linger_s=0.0)
+STALL_S = 3600.0  # virtual seconds with calls waiting, none running and none answered
+
+
+class SimulationStalled(RuntimeError):
+    """Calls wait that nothing will ever start: virtual time moves (the periodic loops run)
+    but the simulation would never end."""
+
+
+async def _watch_progress(invoker: Invoker, answered: list[int], waiting: dict[str, Any]) -> None:
+    """Raise :class:`SimulationStalled` when calls are outstanding, none runs and none has
+    been answered for :data:`STALL_S` (the loop's own watchdog sees time move, so not this)."""
+    seen = -1
+    while True:
+        await asyncio.sleep(STALL_S)
+        if waiting and answered[0] == seen and not invoker.running_calls():
+            head = invoker.scheduler.peek()
+            what = (
+                f"the first, {head.payload.action.docid}, needs "
+                f"{head.payload.action.limits.memory_mb} MB"
+                if head is not None
+                else "none is queued"
+            )
+            slots = Counter(s.state.value for s in invoker.pool.slots.values())
+            raise SimulationStalled(
+                f"{len(waiting)} calls outstanding, none running and none answered for "
+                f"{STALL_S:g} virtual s; {what}; containers: {dict(slots)}, "
+                f"{invoker.pool.used_memory_mb} of {invoker.config.user_memory_mb} MB held"
+            )
+        seen = answered[0]
 
 
 class RecordlessStore(EmbeddedStore):
@@ -96,7 +131,9 @@ async def _simulate(
         store = RecordlessStore(
             Path(state) / "store.sqlite", config.activations_db, threaded=False, durable=False
         )
-        invoker = Invoker(config, bus=bus, store=store, backend=backend, clock=clock)
+        invoker = Invoker(
+            config, bus=bus, store=store, backend=backend, clock=clock, cadence=CADENCE
+        )
         revisions = {}
         memory = {c.function: c.memory_mb for c in trace}
         for fn in sorted(memory):
@@ -120,6 +157,7 @@ async def _simulate(
         # answers it from the ack (a task each was a good part of a simulated day's work).
         outstanding: dict[str, tuple[int, float]] = {}
         responses = [0.0] * len(trace)
+        answered = [0]  # acks of calls read, for the progress watchdog
         drained: asyncio.Future[None] | None = None
 
         async def collect() -> None:
@@ -133,6 +171,7 @@ async def _simulate(
                         continue
                     aid = response if isinstance(response, str) else response["activationId"]
                     entry = outstanding.pop(aid, None)
+                    answered[0] += 1
                     if entry is not None and entry[0] >= 0:
                         responses[entry[0]] = loop.time() - entry[1]
                 if not outstanding and drained is not None and not drained.done():
@@ -155,7 +194,9 @@ async def _simulate(
             nonlocal drained
             if outstanding:
                 drained = loop.create_future()
-                await drained
+                await asyncio.wait((drained, watchdog), return_when=asyncio.FIRST_COMPLETED)
+                if watchdog.done():
+                    watchdog.result()  # raises SimulationStalled
 
         pings = bus.consumer(config.health_topic, "simulator")
         await pings.start()
@@ -169,6 +210,7 @@ async def _simulate(
 
         collector = child(collect(), name="collect-acks")
         pinger = child(drop_pings(), name="drop-pings")
+        watchdog = child(_watch_progress(invoker, answered, outstanding), name="watch-progress")
         if settings.warmup:
             # As the paper: containers warmed and E[p] learnt before measuring.
             last = {c.function: c for c in trace}
@@ -186,9 +228,9 @@ async def _simulate(
             await send(i, c)
         await all_answered()
         makespan = loop.time() - t0
-        collector.cancel()
-        pinger.cancel()
-        await asyncio.gather(collector, pinger, return_exceptions=True)
+        for task in (collector, pinger, watchdog):
+            task.cancel()
+        await asyncio.gather(collector, pinger, watchdog, return_exceptions=True)
         cold = invoker.pool.cold_starts - cold_before
         preemptions = invoker.scheduler.preempted
         moved = invoker.scheduler.moved

@@ -174,6 +174,24 @@ def test_prewarmed_containers_take_at_most_half_of_the_memory():
     pool_test(body, stem_cells=(StemCell(PY, 256, 4),))
 
 
+def test_a_call_needing_the_prewarms_memory_evicts_them_and_the_janitor_gives_it_back():
+    async def body(pool, backend, loop):
+        await settle()
+        assert pool.count(SlotState.PREWARM) == 2  # 512 of the 1024 MB
+        # Larger than what the prewarms leave: it waited for ever before they could go.
+        lease = await use(pool, A, memory_mb=1024)
+        assert lease.how is How.COLD and len(lease.evict) == 2
+        await settle()
+        assert pool.count(SlotState.PREWARM) == 0 and pool.evictions == 2
+        pool.release(lease, healthy=True)
+        await asyncio.sleep(31)  # removed when idle for 30 s; its memory goes to the prewarms
+        await settle()
+        assert container(lease).destroyed == 1
+        assert pool.count(SlotState.PREWARM) == 2 and backend.created == 5
+
+    pool_test(body, stem_cells=(StemCell(PY, 256, 2),), pause_grace_s=10, idle_timeout_s=30)
+
+
 def test_a_prewarm_still_starting_is_not_taken():
     async def body(pool, backend, loop):
         # The prewarm takes 1 s to start; meanwhile a call of its kind gets a cold one.
@@ -280,6 +298,24 @@ def test_idle_containers_are_paused_then_removed_and_resumed_when_used():
         assert c.destroyed == 1 and not pool.slots
 
     pool_test(body, pause_grace_s=10, idle_timeout_s=60)
+
+
+def test_the_janitor_pauses_and_removes_a_container_at_its_time():
+    async def body(pool, backend, loop):
+        await asyncio.sleep(0.5)
+        lease = await use(pool, A)
+        pool.release(lease, healthy=True)  # idle from 0.5: paused at 10.5, removed at 30.5
+        c = container(lease)
+        await asyncio.sleep(9.99)
+        assert not c.paused
+        await asyncio.sleep(0.02)
+        assert c.paused  # at its time, not at the next whole second
+        await asyncio.sleep(19.98)
+        assert c.destroyed == 0
+        await asyncio.sleep(0.02)
+        assert c.destroyed == 1 and not pool.slots
+
+    pool_test(body, pause_grace_s=10, idle_timeout_s=30)
 
 
 def test_a_container_that_cannot_be_paused_is_removed(caplog):

@@ -1,4 +1,5 @@
-"""Pure container placement: warm, prewarm, cold, LRU eviction, waiting."""
+"""Pure container placement: warm, prewarm, cold, LRU eviction (prewarmed containers last),
+waiting."""
 
 from containers.placement import How, SlotState, SlotView, WarmKey, place
 
@@ -47,6 +48,21 @@ def test_evicts_least_recently_used_idle_containers_only_as_needed():
     }
     p = place(slots, K, "python:3.11", 512, 1024)
     assert p.how is How.COLD and p.evict == (2, 1)
+
+
+def test_prewarmed_containers_are_evicted_after_every_idle_one_oldest_first():
+    slots = {
+        1: slot(SlotState.PREWARM, kind="nodejs:20", last=5),
+        2: slot(SlotState.PREWARM, kind="nodejs:20", last=2),
+        3: slot(SlotState.IDLE, OTHER, last=9),
+        4: slot(SlotState.BUSY, OTHER, last=0),
+        5: slot(SlotState.STARTING, last=0),
+    }
+    # All 1280 MB held: 768 by evictable containers, 512 by busy and starting ones.
+    assert place(slots, K, "python:3.11", 256, 1280).evict == (3,)
+    assert place(slots, K, "python:3.11", 512, 1280).evict == (3, 2)
+    assert place(slots, K, "python:3.11", 768, 1280).evict == (3, 2, 1)
+    assert place(slots, K, "python:3.11", 1024, 1280) is None  # never busy or starting ones
 
 
 def test_waits_when_busy_containers_hold_the_memory():

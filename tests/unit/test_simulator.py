@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from invoker.simulate import SimulationSettings, simulate
+from containers.pool import ContainerPool
+from invoker.simulate import SimulationSettings, SimulationStalled, simulate
 from invoker.workloads import (
     SEBS_CPU_SHARE,
     TraceCall,
@@ -188,6 +189,26 @@ def test_a_long_generator_window_finishes(policy):
     r = simulate(trace, policy, SimulationSettings(cores=1))
     assert r["calls"] == len(trace) == 300
     assert r["makespan_s"] > 2900
+
+
+@pytest.mark.parametrize("policy", ["fc", "openwhisk"])
+def test_an_action_needing_the_memory_of_the_prewarms_runs(policy):
+    # Found on a 2 GB slice of the Azure sample: a 2048 MB action on a node of 2048 MB,
+    # whose two 256 MB prewarmed containers were never evicted, waited for ever (and the
+    # whole queue behind it) while virtual time moved on.
+    trace = [TraceCall(float(i), "big", 1.0, memory_mb=2048) for i in range(3)]
+    trace.append(TraceCall(0.5, "small", 1.0, memory_mb=256))
+    r = simulate(trace, policy, SimulationSettings(cores=2, user_memory_mb=2048))
+    assert r["calls"] == 4 and r["max_response_s"] < 10
+
+
+def test_calls_that_nothing_will_start_fail_the_simulation_naming_them(monkeypatch):
+    # A node that never finds room: without the watchdog the simulation would run for ever
+    # on its periodic loops.
+    monkeypatch.setattr(ContainerPool, "reserve", lambda self, *a, **kw: None)
+    trace = [TraceCall(0.0, "stuck", 1.0, memory_mb=512)]
+    with pytest.raises(SimulationStalled, match=r"1 calls outstanding.*stuck, needs 512 MB"):
+        simulate(trace, "fc", SimulationSettings(cores=1, warmup=False))
 
 
 def test_sept_share_moves_a_long_call_beside_another_for_a_short_one():
