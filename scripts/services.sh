@@ -35,6 +35,12 @@ KAFKA_SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-}"
 # (host:port, the proxy's), so that those clients' every connection goes through the proxy.
 KAFKA_PROXIED_PORT="${KAFKA_PROXIED_PORT:-}"
 KAFKA_PROXIED_ADVERTISED="${KAFKA_PROXIED_ADVERTISED:-}"
+# Where the node's broker reaches its controller (host:port; default the controller's own
+# listener): a fault proxy there cuts the broker from the controller while its process and
+# its clients' connections stay up, so it is fenced and its partitions lose their leader.
+# KAFKA_BROKER_SESSION_TIMEOUT_MS: how long the controller waits before fencing it.
+KAFKA_CONTROLLER_VIA="${KAFKA_CONTROLLER_VIA:-}"
+KAFKA_BROKER_SESSION_TIMEOUT_MS="${KAFKA_BROKER_SESSION_TIMEOUT_MS:-9000}"
 
 COUCHDB_HOST="${COUCHDB_HOST:-127.0.0.1}"
 COUCHDB_PORT="${COUCHDB_PORT:-5984}"
@@ -175,7 +181,9 @@ listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.p
 # Written by scripts/services.sh on each start: single-node KRaft broker+controller.
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+controller.quorum.voters=1@${KAFKA_CONTROLLER_VIA:-$KAFKA_HOST:$KAFKA_CONTROLLER_PORT}
+broker.session.timeout.ms=$KAFKA_BROKER_SESSION_TIMEOUT_MS
+broker.heartbeat.interval.ms=$((KAFKA_BROKER_SESSION_TIMEOUT_MS * 2 / 9))
 listeners=$listeners,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
 advertised.listeners=$advertised
 controller.listener.names=CONTROLLER

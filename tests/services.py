@@ -60,6 +60,11 @@ TEST_STATE_ROOT = Path(os.environ.get("OW_TEST_STATE_DIR", REPO_ROOT / ".state")
 KAFKA_TEST_PORT = 19092
 KAFKA_PROXIED_TEST_PORT = KAFKA_TEST_PORT + 2  # the broker's listener behind the proxy
 KAFKA_PROXY_TEST_PORT = KAFKA_TEST_PORT + 3  # the proxy, which that listener advertises
+# A second broker for the leadership scenario (tests/reliability/test_chaos.py): its client
+# port, its controller's and the fault proxy through which its broker reaches the controller.
+KAFKA_FENCED_TEST_PORT = KAFKA_TEST_PORT + 4
+KAFKA_FENCED_CONTROLLER_TEST_PORT = KAFKA_TEST_PORT + 5
+KAFKA_FENCED_VIA_TEST_PORT = KAFKA_TEST_PORT + 6
 COUCHDB_TEST_PORT = 15984
 COUCHDB_PROXY_TEST_PORT = COUCHDB_TEST_PORT + 1
 TOXIPROXY_TEST_PORT = 18474
@@ -97,6 +102,9 @@ def _ports_free(index: int) -> bool:
         KAFKA_TEST_PORT + 1,
         KAFKA_PROXIED_TEST_PORT,
         KAFKA_PROXY_TEST_PORT,
+        KAFKA_FENCED_TEST_PORT,
+        KAFKA_FENCED_CONTROLLER_TEST_PORT,
+        KAFKA_FENCED_VIA_TEST_PORT,
         COUCHDB_TEST_PORT,
         COUCHDB_PROXY_TEST_PORT,
         TOXIPROXY_TEST_PORT,

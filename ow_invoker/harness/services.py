@@ -188,9 +188,13 @@ class KafkaService(ManagedService):
         port: int,
         controller_port: int,
         proxied: tuple[int, int] | None = None,
+        controller_via: int | None = None,
+        broker_session_timeout_ms: int | None = None,
     ):
         """``proxied``: (the port of a listener for clients behind a fault proxy, the port
-        of that proxy, which the listener advertises)."""
+        of that proxy, which the listener advertises). ``controller_via``: the port of a
+        fault proxy in front of the controller, through which the broker reaches it (cut
+        it, and the broker is fenced once ``broker_session_timeout_ms`` has passed)."""
         self.host = "127.0.0.1"
         self.port = port
         self.controller_port: int | None = controller_port
@@ -203,6 +207,10 @@ class KafkaService(ManagedService):
         if proxied is not None:
             env["KAFKA_PROXIED_PORT"] = str(proxied[0])
             env["KAFKA_PROXIED_ADVERTISED"] = f"{self.host}:{proxied[1]}"
+        if controller_via is not None:
+            env["KAFKA_CONTROLLER_VIA"] = f"{self.host}:{controller_via}"
+        if broker_session_timeout_ms is not None:
+            env["KAFKA_BROKER_SESSION_TIMEOUT_MS"] = str(broker_session_timeout_ms)
         super().__init__(state_root, env)
 
     @property

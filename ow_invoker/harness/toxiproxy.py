@@ -42,7 +42,12 @@ class Toxiproxy:
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+            # A connection per request: a kept-alive one that the server has closed while
+            # a fault lasted failed the request that lifts it (ServerDisconnectedError).
+            self._http = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=10),
+                connector=aiohttp.TCPConnector(force_close=True),
+            )
         async with self._http.request(method, self.url + path, json=body) as r:
             text = await r.text()
             if r.status >= 300 and not (method == "DELETE" and r.status == 404):

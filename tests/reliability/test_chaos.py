@@ -26,9 +26,15 @@ import pytest
 
 from ow_invoker.harness.controller import ControllerStub, controller, make_config
 from ow_invoker.harness.processes import InvokerProcess
+from ow_invoker.harness.services import KafkaService
 from ow_invoker.harness.toxiproxy import Proxy, Toxiproxy
 from tests.reliability.test_faults import count_records
-from tests.services import COUCHDB_PROXY_TEST_PORT
+from tests.services import (
+    COUCHDB_PROXY_TEST_PORT,
+    KAFKA_FENCED_CONTROLLER_TEST_PORT,
+    KAFKA_FENCED_TEST_PORT,
+    KAFKA_FENCED_VIA_TEST_PORT,
+)
 
 pytestmark = pytest.mark.services
 
@@ -227,3 +233,60 @@ async def test_a_network_fault_under_load_loses_and_repeats_nothing(
     assert seen.pings_back_s is not None and seen.pings_back_s < 10
     if link == "couchdb":  # the node can still work: it keeps pinging
         assert seen.ping_gap_s < 3, seen
+
+
+FENCE_AFTER_MS = 3000  # the second broker's session timeout: fenced 3 s after its link is cut
+
+
+@pytest.fixture
+async def fenceable(kafka, couchdb, toxiproxy, service_slot):
+    """A broker of its own whose link to its controller goes through a fault proxy, and the
+    invoker's links to it (direct) and to CouchDB (through the usual proxy)."""
+    if kafka.proxied is None:
+        pytest.skip("an external Kafka: the leadership scenario needs a broker of its own")
+    controller_port = service_slot.port(KAFKA_FENCED_CONTROLLER_TEST_PORT)
+    via = service_slot.port(KAFKA_FENCED_VIA_TEST_PORT)
+    async with Toxiproxy(toxiproxy.url) as api:
+        to_controller = await api.proxy(
+            "kafka-controller", f"127.0.0.1:{via}", f"127.0.0.1:{controller_port}"
+        )
+        couch = urlsplit(couchdb.url)
+        couch_port = service_slot.port(COUCHDB_PROXY_TEST_PORT)
+        couch_link = await api.proxy("couchdb", f"127.0.0.1:{couch_port}", couch.netloc)
+        broker = KafkaService(
+            service_slot.state_dir / "fenceable",
+            port=service_slot.port(KAFKA_FENCED_TEST_PORT),
+            controller_port=controller_port,
+            controller_via=via,
+            broker_session_timeout_ms=FENCE_AFTER_MS,
+        )
+        await asyncio.to_thread(broker.setup)
+        try:
+            yield (
+                broker,
+                Links(
+                    to_controller,
+                    couch_link,
+                    broker.bootstrap,
+                    CouchVia(f"http://{couch_link.listen}", couchdb.user, couchdb.password),
+                ),
+            )
+        finally:
+            await asyncio.to_thread(broker.teardown)
+            await api.reset()
+
+
+async def test_leadership_lost_while_the_broker_runs_loses_and_repeats_nothing(
+    couchdb, fenceable, tmp_path
+):
+    # The broker's link to its controller cut for 10 s: fenced after 3 s, its partitions
+    # have no leader (clients get NOT_LEADER_OR_FOLLOWER from a broker that still answers),
+    # and they are led again when it is unfenced, within a second of the link's return.
+    broker, links = fenceable
+    seen = await under_load(broker, couchdb, links, tmp_path, links.kafka.cut, 10)
+    print(f"\nkafka-leadership-lost-10s: {seen}")
+    assert seen.answered_once, "a call was not answered, or answered twice"
+    assert seen.recorded == seen.calls
+    assert seen.rss_growth_mb < RSS_GROWTH_LIMIT_MB
+    assert seen.pings_back_s is not None and seen.pings_back_s < 10
+    assert seen.ping_gap_s > 3, seen  # no ping taken while nothing is led
