@@ -32,6 +32,9 @@ class SlotState(Enum):
     BUSY = "busy"  # running a call
 
 
+IDLE_STATES = (SlotState.IDLE, SlotState.PAUSED)  # warm containers with no call running
+
+
 class SlotLike(Protocol):
     """What placement reads of a container: a :class:`SlotView`, or the pool's own slot
     (read in place, so that a reservation builds no copy of every container)."""
@@ -88,9 +91,7 @@ def place(
     """Choose a container for a call, or None if it must wait for memory to free up.
     ``prewarm=False``: not a prewarmed one (it was started without what this call needs)."""
     warm = [
-        (s.last_used, sid)
-        for sid, s in slots.items()
-        if s.key == key and s.state in (SlotState.IDLE, SlotState.PAUSED)
+        (s.last_used, sid) for sid, s in slots.items() if s.key == key and s.state in IDLE_STATES
     ]
     if warm:
         # Prefer an unpaused container, then the most recently used one.
@@ -106,7 +107,7 @@ def place(
     evictable = sorted(
         (s.state is SlotState.PREWARM, s.last_used, sid)
         for sid, s in slots.items()
-        if s.state in (SlotState.IDLE, SlotState.PAUSED, SlotState.PREWARM)
+        if s.state in IDLE_STATES or s.state is SlotState.PREWARM
     )
     for *_, sid in evictable:
         victims.append(sid)

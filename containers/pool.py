@@ -30,12 +30,19 @@ from containers.backend import (
     ContainerSpec,
     ImagePullError,
 )
-from containers.placement import How, SlotState, SlotView, WarmKey, place, used_memory
+from containers.placement import (
+    IDLE_STATES,
+    How,
+    SlotState,
+    SlotView,
+    WarmKey,
+    place,
+    used_memory,
+)
 from whisk.clock import Clock
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
-_IDLE = (SlotState.IDLE, SlotState.PAUSED)  # warm containers with no call running
 
 
 @dataclass(slots=True)
@@ -402,7 +409,7 @@ class ContainerPool:
             await asyncio.sleep(wait)
             now = self.clock.now()
             oldest = now  # the last use of the longest idle container kept
-            for slot in [s for s in self.slots.values() if s.state in _IDLE]:
+            for slot in [s for s in self.slots.values() if s.state in IDLE_STATES]:
                 idle_for = now - slot.last_used
                 if idle_for >= self.idle_timeout_s:
                     self.slots.pop(slot.id, None)

@@ -38,7 +38,8 @@ KAFKA_PROXIED_ADVERTISED="${KAFKA_PROXIED_ADVERTISED:-}"
 # Where the node's broker reaches its controller (host:port; default the controller's own
 # listener): a fault proxy there cuts the broker from the controller while its process and
 # its clients' connections stay up, so it is fenced and its partitions lose their leader.
-# KAFKA_BROKER_SESSION_TIMEOUT_MS: how long the controller waits before fencing it.
+# KAFKA_BROKER_SESSION_TIMEOUT_MS: how long the controller waits before fencing it (the
+# broker heartbeats every 2/9 of it: Kafka's own 2 s of 9 s by default).
 KAFKA_CONTROLLER_VIA="${KAFKA_CONTROLLER_VIA:-}"
 KAFKA_BROKER_SESSION_TIMEOUT_MS="${KAFKA_BROKER_SESSION_TIMEOUT_MS:-9000}"
 

@@ -65,22 +65,22 @@ class Links:
     couch: CouchVia
 
 
+async def couch_link(api: Toxiproxy, couchdb, service_slot) -> tuple[Proxy, CouchVia]:
+    """The proxy in front of the CouchDB-API server, and the invoker's way to it."""
+    port = service_slot.port(COUCHDB_PROXY_TEST_PORT)
+    proxy = await api.proxy("couchdb", f"127.0.0.1:{port}", urlsplit(couchdb.url).netloc)
+    return proxy, CouchVia(f"http://{proxy.listen}", couchdb.user, couchdb.password)
+
+
 @pytest.fixture
 async def links(kafka, couchdb, toxiproxy, service_slot):
     if kafka.proxied is None:
         pytest.skip("an external Kafka has no listener behind the proxy")
     listener, proxy_port = kafka.proxied
-    couch_port = service_slot.port(COUCHDB_PROXY_TEST_PORT)
     async with Toxiproxy(toxiproxy.url) as api:
         kafka_link = await api.proxy("kafka", f"127.0.0.1:{proxy_port}", f"127.0.0.1:{listener}")
-        couch = urlsplit(couchdb.url)
-        couch_link = await api.proxy("couchdb", f"127.0.0.1:{couch_port}", couch.netloc)
-        yield Links(
-            kafka_link,
-            couch_link,
-            kafka_link.listen,
-            CouchVia(f"http://{couch_link.listen}", couchdb.user, couchdb.password),
-        )
+        couch, couch_via = await couch_link(api, couchdb, service_slot)
+        yield Links(kafka_link, couch, kafka_link.listen, couch_via)
         await api.reset()
 
 
@@ -217,6 +217,15 @@ SCENARIOS = {
 }
 
 
+def assert_nothing_lost_and_pings_back(seen: Observed) -> None:
+    """What every scenario must keep: each call answered and recorded once, memory bounded,
+    and pings back within 10 s of the fault's end."""
+    assert seen.answered_once, "a call was not answered, or answered twice"
+    assert seen.recorded == seen.calls
+    assert seen.rss_growth_mb < RSS_GROWTH_LIMIT_MB
+    assert seen.pings_back_s is not None and seen.pings_back_s < 10
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 async def test_a_network_fault_under_load_loses_and_repeats_nothing(
     kafka, couchdb, links, tmp_path, scenario
@@ -227,10 +236,7 @@ async def test_a_network_fault_under_load_loses_and_repeats_nothing(
         kafka, couchdb, links, tmp_path, lambda: make_fault(proxy, service), fault_s
     )
     print(f"\n{scenario}: {seen}")
-    assert seen.answered_once, "a call was not answered, or answered twice"
-    assert seen.recorded == seen.calls
-    assert seen.rss_growth_mb < RSS_GROWTH_LIMIT_MB
-    assert seen.pings_back_s is not None and seen.pings_back_s < 10
+    assert_nothing_lost_and_pings_back(seen)
     if link == "couchdb":  # the node can still work: it keeps pinging
         assert seen.ping_gap_s < 3, seen
 
@@ -250,9 +256,7 @@ async def fenceable(kafka, couchdb, toxiproxy, service_slot):
         to_controller = await api.proxy(
             "kafka-controller", f"127.0.0.1:{via}", f"127.0.0.1:{controller_port}"
         )
-        couch = urlsplit(couchdb.url)
-        couch_port = service_slot.port(COUCHDB_PROXY_TEST_PORT)
-        couch_link = await api.proxy("couchdb", f"127.0.0.1:{couch_port}", couch.netloc)
+        couch, couch_via = await couch_link(api, couchdb, service_slot)
         broker = KafkaService(
             service_slot.state_dir / "fenceable",
             port=service_slot.port(KAFKA_FENCED_TEST_PORT),
@@ -262,15 +266,7 @@ async def fenceable(kafka, couchdb, toxiproxy, service_slot):
         )
         await asyncio.to_thread(broker.setup)
         try:
-            yield (
-                broker,
-                Links(
-                    to_controller,
-                    couch_link,
-                    broker.bootstrap,
-                    CouchVia(f"http://{couch_link.listen}", couchdb.user, couchdb.password),
-                ),
-            )
+            yield broker, Links(to_controller, couch, broker.bootstrap, couch_via)
         finally:
             await asyncio.to_thread(broker.teardown)
             await api.reset()
@@ -285,8 +281,5 @@ async def test_leadership_lost_while_the_broker_runs_loses_and_repeats_nothing(
     broker, links = fenceable
     seen = await under_load(broker, couchdb, links, tmp_path, links.kafka.cut, 10)
     print(f"\nkafka-leadership-lost-10s: {seen}")
-    assert seen.answered_once, "a call was not answered, or answered twice"
-    assert seen.recorded == seen.calls
-    assert seen.rss_growth_mb < RSS_GROWTH_LIMIT_MB
-    assert seen.pings_back_s is not None and seen.pings_back_s < 10
+    assert_nothing_lost_and_pings_back(seen)
     assert seen.ping_gap_s > 3, seen  # no ping taken while nothing is led
