@@ -236,7 +236,6 @@ class NodeScheduler(Generic[T]):
         self.cores_table = cores if isinstance(cores, Cores) else Cores(cores)
         self.policy = policy
         self._priority = policy.priority
-        self.cores = self.cores_table.ids
         self.stats = stats or FunctionStats()
         # Two heaps of (priority, order, admission number, call): calls expected to be light
         # when admitted, and the others; the head of the queue is the smaller of their tops.

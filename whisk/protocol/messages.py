@@ -251,9 +251,19 @@ def _salvage(obj: dict[str, Any]) -> Partial:
     )
 
 
+_JSON_TYPES = {
+    type(None): "null",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+}
+
+
 def _json_type(value: Any) -> str:
-    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), "object")
+    """The JSON name of a value that is not an object (what the codec reads: no other)."""
+    return _JSON_TYPES[type(value)]
 
 
 def _salvage_raw(raw: Any) -> Partial:
@@ -519,7 +529,7 @@ def _parse_ping(raw: Any) -> Ping:
     n = name.get("instance")
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**31:
         raise ProtocolError("ping instance must be a non-negative integer")
-    memory = parse_byte_size(name.get("userMemory", "0 B"))
+    memory = parse_byte_size(name.get("userMemory", 0))
     if memory is None or memory < 0:
         raise ProtocolError("ping userMemory must be a byte size")
     enabled = obj.get("isEnabled", True)
