@@ -39,6 +39,20 @@ USER = {
     "limits": {"memory": 1},
 }
 
+# What message() tells for an answer when not blocking.
+ANSWER = Partial(
+    activation_id=AID,
+    controller="c.0",
+    transid=TRANSID,
+    namespace="ns1",
+    subject="alice",
+    action_path="ns1/pkg",
+    action_name="act",
+    action_version="0.0.2",
+    blocking=False,
+    cause="0123456789abcdef",
+)
+
 
 def message(**changes: Any) -> dict[str, Any]:
     """A whole ActivationMessage; a field set to ``...`` is left out."""
@@ -347,18 +361,7 @@ def test_a_transid_a_thousand_levels_deep_is_refused_without_recursion() -> None
 
 def test_a_refused_message_tells_every_field_of_its_answer() -> None:
     err = refused(blocking="yes")
-    assert err.partial == Partial(
-        activation_id=AID,
-        controller="c.0",
-        transid=TRANSID,
-        namespace="ns1",
-        subject="alice",
-        action_path="ns1/pkg",
-        action_name="act",
-        action_version="0.0.2",
-        blocking=False,
-        cause="0123456789abcdef",
-    )
+    assert err.partial == ANSWER
 
 
 def test_a_refusal_after_the_fields_are_read_tells_blocking() -> None:
@@ -522,18 +525,7 @@ def test_a_message_writes_the_optional_fields_only_when_it_has_them() -> None:
 
 def test_the_partial_of_a_message_is_every_field_of_its_answer() -> None:
     m = parse_activation(dumps(message(blocking=False)))
-    assert m.partial() == Partial(
-        activation_id=AID,
-        controller="c.0",
-        transid=TRANSID,
-        namespace="ns1",
-        subject="alice",
-        action_path="ns1/pkg",
-        action_name="act",
-        action_version="0.0.2",
-        blocking=False,
-        cause="0123456789abcdef",
-    )
+    assert m.partial() == ANSWER
 
 
 def test_an_invoker_instance_writes_its_memory_and_names() -> None:

@@ -8,18 +8,38 @@ from __future__ import annotations
 
 import pytest
 
-from invoker.scheduler import Cores, NodeScheduler, Preemption
+from invoker.scheduler import Call, Cores, NodeScheduler, Preemption
 from policies import SEPT
 
 
-def trained(preemption: Preemption | None = Preemption(), cores=(0,)) -> NodeScheduler[str]:
-    """A SEPT scheduler that knows ``long`` takes 10 s, ``mid`` 5 s and ``short`` 0.1 s,
-    each using a whole core."""
+def trained(
+    preemption: Preemption | None = Preemption(),
+    cores=(0,),
+    known=(("long", 10.0), ("mid", 5.0), ("short", 0.1)),
+) -> NodeScheduler[str]:
+    """A SEPT scheduler that knows how long each function of ``known`` takes (by default
+    ``long`` 10 s, ``mid`` 5 s and ``short`` 0.1 s), each using a whole core."""
     sched: NodeScheduler[str] = NodeScheduler(SEPT, cores=list(cores), preemption=preemption)
-    for fn, p in (("long", 10.0), ("mid", 5.0), ("short", 0.1)):
+    for fn, p in known:
         sched.admit(fn, "warm-up", 0.0)
         sched.finish(sched.start(0.0), p, cpu_s=p)
     return sched
+
+
+def overdue_node(cores) -> NodeScheduler[str]:
+    """Overdue calls may share a core with up to two longer ones; ``huge`` takes 30 s,
+    ``mid`` 20 s (overdue 5 s after it arrives) and ``short`` 0.1 s."""
+    known = (("huge", 30.0), ("mid", 20.0), ("short", 0.1))
+    return trained(Preemption(share_cores=3, overdue=0.25), cores, known)
+
+
+def overrunning(sched: NodeScheduler[str]) -> Call[str]:
+    """A call expected to use half a core, started at 1.0 and sampled using a whole one."""
+    sched.stats.finish("half", 10.0, cpu_s=5.0)
+    call = sched.admit("half", "H", 1.0)
+    sched.start(1.0)
+    sched.observe(call, recent=1.0, overall=0.6)
+    return call
 
 
 @pytest.mark.parametrize(
@@ -78,10 +98,7 @@ def test_the_overdue_heap_keeps_the_entries_of_started_calls_until_it_grows() ->
 
 def test_a_call_paused_while_it_overran_leaves_its_core_clean() -> None:
     sched = trained(Preemption(), cores=(0,))
-    sched.stats.finish("half", 10.0, cpu_s=5.0)  # expected to use half a core
-    call = sched.admit("half", "H", 1.0)
-    sched.start(1.0)
-    sched.observe(call, recent=1.0, overall=0.6)
+    call = overrunning(sched)
     assert call.overrun == pytest.approx(0.5)
     sched.pause(call, 2.0)
     table = sched.cores_table
@@ -102,10 +119,7 @@ def test_pauses_are_counted_one_by_one() -> None:
 
 def test_a_call_moved_while_it_overran_leaves_the_overrun_behind() -> None:
     sched = trained(Preemption(share_cores=2), cores=(0, 1))
-    sched.stats.finish("half", 10.0, cpu_s=5.0)
-    call = sched.admit("half", "H", 1.0)
-    sched.start(1.0)
-    sched.observe(call, recent=1.0, overall=0.6)
+    call = overrunning(sched)
     assert sched.move(call, 1) == 0 and call.overrun == 0.0
     table = sched.cores_table
     assert (table.load[0], table.overrun[0]) == (0.0, 0.0)
@@ -129,10 +143,7 @@ def test_the_refusals_of_move_and_resume_are_in_words() -> None:
 
 def test_a_finished_call_holds_no_core_and_no_overrun() -> None:
     sched = trained(Preemption(), cores=(0,))
-    sched.stats.finish("half", 10.0, cpu_s=5.0)
-    call = sched.admit("half", "H", 1.0)
-    sched.start(1.0)
-    sched.observe(call, recent=1.0, overall=0.6)
+    call = overrunning(sched)
     sched.finish(call, 10.0, cpu_s=5.0)
     assert call.core is None and call.overrun == 0.0 and call.started is None
 
@@ -168,12 +179,7 @@ def test_spread_takes_from_the_most_crowded_core() -> None:
 
 
 def test_an_overdue_call_goes_to_the_core_with_the_fewest_longer_calls() -> None:
-    sched: NodeScheduler[str] = NodeScheduler(
-        SEPT, cores=[0, 1, 2], preemption=Preemption(share_cores=3, overdue=0.25)
-    )
-    for fn, p in (("huge", 30.0), ("mid", 20.0), ("short", 0.1)):
-        sched.admit(fn, "warm-up", 0.0)
-        sched.finish(sched.start(0.0), p, cpu_s=p)
+    sched = overdue_node(cores=(0, 1, 2))
     huge = [sched.admit("huge", f"H{i}", 1.0) for i in range(3)]
     for _ in huge:
         sched.start(1.0)
@@ -334,12 +340,7 @@ def test_a_closed_container_and_one_its_last_call_left_are_closed() -> None:
 
 
 def test_overdue_starts_are_counted_one_by_one() -> None:
-    sched: NodeScheduler[str] = NodeScheduler(
-        SEPT, cores=[0, 1], preemption=Preemption(share_cores=3, overdue=0.25)
-    )
-    for fn, p in (("huge", 30.0), ("mid", 20.0)):
-        sched.admit(fn, "warm-up", 0.0)
-        sched.finish(sched.start(0.0), p, cpu_s=p)
+    sched = overdue_node(cores=(0, 1))
     for name in ("H0", "H1"):
         sched.admit("huge", name, 1.0)
         sched.start(1.0)
