@@ -249,9 +249,12 @@ class NodeScheduler(Generic[T]):
         self._joinable: dict[Hashable, _Group] = {}
         self._stale = 0
         # Preemption (None: off): the calls on cores that may be paused, and those paused.
+        # ``_on_core`` is a dict used as a set for its order, that of the calls' starts and
+        # resumes: the searches over it meet the calls in an order every run repeats (a
+        # set's follows their ids, i.e. memory addresses).
         self.preemption = preemption if policy.exclusive_cores else None
         self.pause_cost_s = preemption.pause_cost_s if preemption else 0.0
-        self._on_core: set[Call[T]] = set()
+        self._on_core: dict[Call[T], None] = {}
         self._paused: list[Call[T]] = []
         self._handing_over: Call[T] | None = None  # paused for the head, until it starts
         self._handed_core: int | None = None  # the core it left
@@ -424,7 +427,7 @@ class NodeScheduler(Generic[T]):
                 self.cores_table.take(core, call.function, share)
                 if self.preemption is not None:
                     call.expected = self.stats.expected(call.function)
-                    self._on_core.add(call)
+                    self._on_core.setdefault(call)
             call.core, call.share = core, share
             return call
         g = self._groups[group]
@@ -538,7 +541,7 @@ class NodeScheduler(Generic[T]):
         on it next (or, if the head cannot have it after all, :meth:`unpause`)."""
         if call not in self._on_core or call.core is None:
             raise RuntimeError("pause() of a call that does not hold a core alone")
-        self._on_core.discard(call)
+        del self._on_core[call]
         if call.resumed is not None:
             call.ran_s += now - call.resumed
         call.resumed = None
@@ -721,7 +724,7 @@ class NodeScheduler(Generic[T]):
             raise RuntimeError("no core has room for the paused call")
         self.cores_table.take(core, call.function, call.share)
         call.core, call.resumed, call.paused_at = core, now, None
-        self._on_core.add(call)
+        self._on_core.setdefault(call)
 
     def observe_pause(self, seconds: float) -> None:
         """A pause and resume were measured to cost ``seconds``: the estimate follows."""
@@ -744,7 +747,7 @@ class NodeScheduler(Generic[T]):
         call.started = None
         self.running -= 1
         if self.preemption is not None:
-            self._on_core.discard(call)
+            self._on_core.pop(call, None)
             if call.paused_at is not None:  # ended while paused (shutdown): holds no core
                 self._paused.remove(call)
                 call.paused_at = None

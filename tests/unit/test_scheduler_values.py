@@ -246,6 +246,19 @@ def test_calls_sharing_a_core_are_no_victims() -> None:
     assert not sched.can_start() and sched.preemption_victim(2.0) is None
 
 
+def test_a_call_sharing_its_core_is_passed_over_for_one_alone_met_after_it() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1, 2))
+    a, b, c = (sched.admit("long", name, 1.0) for name in "ABC")
+    for _ in range(3):
+        sched.start(1.0)
+    sched.move(b, a.core)  # core 0: A and B (met first), core 1 idle, core 2: C alone
+    sched.admit("short", "S", 2.0)
+    assert sched.start(2.0).core == 1
+    sched.admit("short", "S2", 2.0)
+    assert [call.payload for call in sched._on_core] == ["A", "B", "C", "S"]  # start order
+    assert not sched.can_start() and sched.preemption_victim(2.0) is c
+
+
 def test_finish_of_a_call_never_started_is_refused_in_words() -> None:
     sched = trained()
     call = sched.admit("long", "L", 1.0)
