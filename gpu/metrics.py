@@ -69,6 +69,12 @@ class PoolMetrics:
             f"{p}_device_nvml_utilization", "SM utilisation reported by NVML (0..1)", ["device"],
             registry=registry,
         )  # fmt: skip
+        self.kaas_constants = Counter(
+            f"{p}_kaas_constant_lookups",
+            "kTask constant buffers looked up in device memory, by outcome (hit, miss)",
+            ["outcome"],
+            registry=registry,
+        )
         self.n_devices = n_devices
 
     def bind(
@@ -100,6 +106,13 @@ class PoolMetrics:
             dev = str(d.device)
             self.busy.labels(dev).inc(res.upload_s + res.infer_s)
             self.infer.labels(dev).inc(res.infer_s)
+
+    def on_kaas_constant(self, event: str, n: int) -> None:
+        """Observer of the kTask constant cache: hits, misses; evictions as tier kaas_constant."""
+        if event == "evict":
+            self.evictions.labels("kaas_constant").inc(n)
+        else:
+            self.kaas_constants.labels(event).inc(n)
 
     def on_latency(self, hit: bool, seconds: float) -> None:
         self.latency.labels("hit" if hit else "miss").observe(seconds)

@@ -1,0 +1,111 @@
+"""Where constant buffers sit: the pool's per-device LRU cache, keyed by (key, version).
+
+Pure bookkeeping on :class:`gpu.cache.CacheView` (the machinery that keeps models resident):
+LRU per device bounded by its constant budget, pins so that a constant a running kTask uses is
+never a victim, a key → devices index that placement reads. Each executor holds the tensors
+and drops the victims this cache names. A new version of a key makes the older versions on
+that device stale: they are evicted when the new one is admitted. Hits, misses and evictions
+are counted here and reported to ``observer`` (the pool's Prometheus counters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpu.cache import CacheView, ModelTooLarge
+from gpu.kaas.spec import KTaskError, mib
+from whisk.clock import Clock, SystemClock
+
+Observer = Callable[[str, int], None]
+"""Called with ("hit" | "miss" | "evict", count)."""
+
+
+def cache_key(key: str, version: int) -> str:
+    return f"{key}@{version}"
+
+
+def split_key(ck: str) -> tuple[str, int]:
+    key, _, version = ck.rpartition("@")
+    return key, int(version)
+
+
+@dataclass(frozen=True)
+class Admission:
+    hit: bool
+    victims: list[str]  # cache keys the device must drop, stale versions included
+
+
+class ConstantCache:
+    def __init__(
+        self,
+        capacities: Sequence[int],
+        *,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.view = CacheView(capacities)
+        self.clock = clock or SystemClock()
+        self._observer = observer
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def holders(self, key: str, version: int) -> set[int]:
+        return self.view.holders(cache_key(key, version))
+
+    def resident(self, device: int) -> list[str]:
+        return self.view.devices[device].lru()
+
+    def admit(self, device: int, key: str, version: int, nbytes: int) -> Admission:
+        """Make (key, version) resident on ``device`` and pin it; the caller unpins after use."""
+        ck = cache_key(key, version)
+        cache = self.view.devices[device]
+        now = self.clock.now()
+        if ck in cache:
+            cache.touch(ck, now)
+            self.view.pin(device, ck)
+            self.hits += 1
+            self._tell("hit", 1)
+            return Admission(True, [])
+        victims = [
+            old
+            for old in cache.lru()
+            if split_key(old)[0] == key and (r := cache.get(old)) is not None and r.pins == 0
+        ]
+        for v in victims:
+            self.view.evict(device, v, now)
+        try:
+            plan = cache.plan(ck, nbytes)
+        except ModelTooLarge:
+            raise KTaskError(
+                f"constant {key!r} ({mib(nbytes)}) is larger than device {device}'s constant "
+                f"budget ({mib(cache.capacity)})"
+            ) from None
+        if plan is None:
+            raise KTaskError(
+                f"constant {key!r} ({mib(nbytes)}) does not fit on device {device}: the "
+                f"constants in use there leave {mib(cache.free)} of {mib(cache.capacity)}"
+            )
+        victims += self.view.admit(device, ck, nbytes, now)
+        self.view.pin(device, ck)
+        self.misses += 1
+        self.evictions += len(victims)
+        self._tell("miss", 1)
+        if victims:
+            self._tell("evict", len(victims))
+        return Admission(False, victims)
+
+    def release(self, device: int, key: str, version: int) -> None:
+        self.view.unpin(device, cache_key(key, version))
+
+    def forget(self, device: int, key: str, version: int) -> None:
+        """Drop an entry whose load failed (it was admitted, pinned, but never arrived)."""
+        ck = cache_key(key, version)
+        self.view.unpin(device, ck)
+        if self.view.holds(device, ck):
+            self.view.evict(device, ck, self.clock.now())
+
+    def _tell(self, event: str, n: int) -> None:
+        if self._observer is not None:
+            self._observer(event, n)

@@ -1,0 +1,232 @@
+"""The kTask request format: what parses, the execution order, and each developer error (pure)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu.kaas import examples
+from gpu.kaas.format import Kind, Literal, parse
+from gpu.kaas.spec import KTaskError, TensorSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def knn(n: int = 8, hops: int = 2, **kw: Any) -> dict[str, Any]:
+    return examples.knn(n, hops, **kw)
+
+
+def refused(doc: Any, pattern: str, **kw: Any) -> str:
+    with pytest.raises(KTaskError) as e:
+        parse(doc, **kw)
+    assert re.search(pattern, str(e.value)), str(e.value)
+    return str(e.value)
+
+
+def test_knn_parses_with_its_buffers_kinds_and_order() -> None:
+    t = parse(knn(8, 3))
+    assert t.name == "knn" and t.iterations == 3
+    assert [k.name for k in t.kernels] == ["hop", "reach", "fresh", "next", "accumulate"]
+    assert [b.name for b in t.constants] == ["A"]
+    assert t.buffers["A"].spec == TensorSpec((8, 8), "float32")
+    assert t.buffers["visited"].kind is Kind.OUTPUT and t.buffers["visited"].init == "x0"
+    assert t.buffers["frontier"].key is None
+    assert t.kernels[1].arguments == ("reached", Literal(0), Literal(1))
+    assert t.nbytes == 8 * 8 * 4 + 4 * 8 * 4
+    assert not t.needs_cuda
+
+
+def test_order_follows_dependencies_not_the_list() -> None:
+    doc = examples.cgemm(2, 3, 4)
+    doc["buffers"]["Zr"] = {"kind": "output", "key": "z", "dtype": "float32", "shape": [2, 4]}
+    first = {"name": "scale", "kernel": "mul", "arguments": ["Yr", 2.0], "outputs": ["Zr"]}
+    doc["kernels"].insert(0, {**first, "after": ["gemm"]})
+    assert [k.name for k in parse(doc).kernels] == ["gemm", "scale"]
+
+
+def test_invocation_keys_override_and_are_checked() -> None:
+    t = parse(knn(), keys={"x0": "clients/7/start", "visited": "clients/7/out"})
+    assert t.buffers["x0"].key == "clients/7/start"
+    assert t.buffers["visited"].key == "clients/7/out"
+    refused(knn(), r"'nope', which is not a buffer", keys={"nope": "k"})
+    refused(knn(), r"temporary 'frontier', which has none", keys={"frontier": "k"})
+
+
+def test_cycle_is_named() -> None:
+    doc = knn()
+    doc["kernels"][0]["after"] = ["accumulate"]
+    msg = refused(doc, r"cycle")
+    assert "hop -> reach -> fresh -> next -> accumulate -> hop" in msg
+
+
+def test_self_and_unknown_dependencies() -> None:
+    doc = knn()
+    doc["kernels"][0]["after"] = ["hop"]
+    refused(doc, r"'hop' runs after itself")
+    doc["kernels"][0]["after"] = ["acumulate"]
+    refused(doc, r"runs after 'acumulate', which is no kernel \(did you mean 'accumulate'\?\)")
+
+
+def test_unknown_kernel_suggests_and_lists_builtins() -> None:
+    doc = knn()
+    doc["kernels"][0]["kernel"] = "matmull"
+    msg = refused(doc, r"unknown built-in kernel 'matmull' \(did you mean 'matmul'\?\)")
+    assert "csr_matvec" in msg and "cgemm" in msg
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        # shape mismatch between a kernel's result and its output buffer
+        (lambda d: d["buffers"]["reached"].update(shape=[9]), r"shape mismatch"),
+        # dtype mismatch between a kernel's result and its output buffer
+        (
+            lambda d: d["buffers"]["reached"].update(dtype="float64"),
+            r"produces float32\[8\] but output buffer 'reached' is float64\[8\] \(dtype mismatch",
+        ),
+        # operands of an element-wise kernel that differ
+        (lambda d: d["kernels"][2].update(arguments=["reached", "A"]), r"operands must match"),
+        (lambda d: d["buffers"]["visited"].update(dtype="float64"), r"cannot start as input"),
+        # size in bytes that contradicts shape and dtype
+        (lambda d: d["buffers"]["A"].update(size=100), r"size 100 bytes does not match.*256"),
+        # the matrix's inner dimension against the vector
+        (lambda d: d["buffers"]["A"].update(shape=[8, 7]), r"inner dimensions differ"),
+        # missing data-layer key on an input
+        (lambda d: d["buffers"]["x0"].pop("key"), r"'x0': an input needs a data-layer 'key'"),
+        # missing required field
+        (lambda d: d["buffers"]["x0"].pop("dtype"), r"lacks the required field 'dtype'"),
+        (lambda d: d.pop("kernels"), r"lacks the required field 'kernels'"),
+        # typo in a field name
+        (lambda d: d["buffers"]["A"].update(cosnt=True), r"unknown field 'cosnt'.*'const'"),
+        (lambda d: d["buffers"]["A"].update(dtype="float23"), r"unknown dtype 'float23'"),
+        (lambda d: d["buffers"]["A"].update(kind="constant"), r"kind 'constant' is not one"),
+        (lambda d: d["buffers"]["A"].update(shape=[8, -1]), r"non-negative integers"),
+        (lambda d: d["kernels"][0]["arguments"].append("B"), r"buffer 'B', which the kTask"),
+        (lambda d: d["kernels"][0].update(outputs=["x0"]), r"writes input buffer 'x0'"),
+        (lambda d: d["kernels"][0].update(grid=[1]), r"'grid' applies to CUDA kernels only"),
+        (lambda d: d["kernels"][1].update(arguments=["reached", 1, 0]), r"lower bound 1"),
+        (lambda d: d["kernels"][1].update(arguments=["reached", "x0", 1]), r"must be a literal"),
+        (lambda d: d["kernels"][1].update(arguments=["reached", [0], 1]), r"neither a buffer"),
+        (lambda d: d["kernels"][2].update(arguments=["reached"]), r"takes 2 arguments, got 1"),
+        (lambda d: d["kernels"][3].update(outputs=[]), r"writes 1 output\(s\), the kernel lists 0"),
+        (lambda d: d["kernels"][4].update(name="hop"), r"two kernels are named 'hop'"),
+        (lambda d: d["kernels"][4].update(library="cublas"), r"library 'cublas' is not"),
+        (lambda d: d["buffers"]["frontier"].update(key="k"), r"a temporary has no 'key'"),
+        (lambda d: d["buffers"]["visited"].update(const=True), r"apply to inputs only"),
+        (lambda d: d["buffers"]["visited"].update(init="reached"), r"not an input buffer"),
+        (lambda d: d["buffers"]["x0"].update(init="A"), r"'init' applies to temporaries"),
+        (lambda d: d.update(iterations=0), r"'iterations' must be an integer"),
+        (lambda d: d.update(version=2), r"format version 2 is not supported"),
+        (lambda d: d.update(kernels=[]), r"non-empty list"),
+    ],
+)
+def test_bad_requests_get_a_developer_error(change: Any, pattern: str) -> None:
+    doc = knn()
+    change(doc)
+    refused(doc, pattern)
+
+
+def test_output_never_written_and_shared_output_keys() -> None:
+    doc = knn()
+    doc["buffers"]["spare"] = {"kind": "output", "key": "s", "dtype": "float32", "shape": [1]}
+    refused(doc, r"output 'spare' is never written")
+    doc = knn()
+    doc["buffers"]["visited"]["key"] = "same"
+    doc["buffers"]["again"] = {"kind": "output", "key": "same", "dtype": "float32", "shape": [8]}
+    doc["kernels"].append({"name": "c", "kernel": "copy", "arguments": ["visited"],
+                           "outputs": ["again"], "after": ["accumulate"]})  # fmt: skip
+    refused(doc, r"both write key 'same'")
+
+
+def test_constant_overwritten_by_an_output_is_refused() -> None:
+    doc = knn()
+    doc["buffers"]["visited"]["key"] = "graph/A"
+    refused(doc, r"constant input 'A' reads key 'graph/A', which output 'visited' overwrites")
+
+
+def test_unordered_writers_of_one_buffer_are_a_race() -> None:
+    doc = knn()
+    doc["kernels"][4]["after"] = []  # accumulate writes visited, which 'fresh' reads
+    msg = refused(doc, r"kernels 'fresh' and 'accumulate' both use buffer 'visited' and one")
+    assert "add 'fresh' to the 'after' of 'accumulate' (or the reverse)" in msg
+
+
+def test_buffers_beyond_device_memory() -> None:
+    t = parse(knn(64, 1))
+    assert parse(knn(64, 1), device_memory=t.nbytes).nbytes == t.nbytes
+    refused(knn(64, 1), r"need 0.0 MiB together but a device has", device_memory=t.nbytes - 1)
+    refused(examples.cgemm(4096, 4096, 4096), r"need 384.0 MiB .* has 256.0 MiB",
+            device_memory=256 << 20)  # fmt: skip
+
+
+def test_not_json_objects() -> None:
+    refused([], r"the kTask must be a JSON object, got list")
+    refused({"buffers": [], "kernels": []}, r"'buffers' must be an object")
+    refused({**knn(), "kernels": ["hop"]}, r"kernel 1 must be a JSON object, got str")
+
+
+def test_typed_literals_and_reductions() -> None:
+    doc: dict[str, Any] = {
+        "buffers": {
+            "m": {"kind": "input", "key": "m", "dtype": "float64", "shape": [3, 5]},
+            "cols": {"kind": "output", "key": "c", "dtype": "float64", "shape": [3]},
+            "all": {"kind": "output", "key": "a", "dtype": "float64", "shape": []},
+        },
+        "kernels": [
+            {"name": "rows", "kernel": "max", "arguments": ["m", 1], "outputs": ["cols"]},
+            {"name": "total", "kernel": "sum", "arguments": ["m"], "outputs": ["all"]},
+        ],
+    }
+    t = parse(doc)
+    assert t.buffers["all"].spec.nbytes == 8
+    doc["kernels"][0]["arguments"] = ["m", 2]
+    refused(copy.deepcopy(doc), r"dimension 2 is out of range")
+    doc["kernels"][0]["arguments"] = ["m", {"literal": 1.5, "dtype": "float32"}]
+    refused(doc, r"must be int")
+    refused(knn(), r"keys must map buffer names", keys=["x0"])
+    ints = {"kind": "input", "key": "i", "dtype": "int64", "shape": [3]}
+    div = {"name": "d", "kernel": "div", "arguments": ["i", 2], "outputs": ["o"]}
+    doc = {"buffers": {"i": ints, "o": {**ints, "kind": "output"}}, "kernels": [div]}
+    refused(doc, r"div\(a, b \| literal\) -> out: argument 1 is int64\[3\], needs a float or")
+
+
+def test_cuda_kernels_need_source_and_launch_dims() -> None:
+    src = 'extern "C" __global__ void scale(float* x, double a, int n) { }'
+    doc: dict[str, Any] = {
+        "buffers": {
+            "x": {"kind": "input", "key": "x", "dtype": "float32", "shape": [256]},
+            "y": {"kind": "output", "key": "y", "dtype": "float32", "shape": [256], "init": "x"},
+        },
+        "kernels": [
+            {"name": "s", "library": "cuda", "kernel": "scale", "source": src,
+             "grid": 1, "block": [256], "arguments": [2.0, 256], "outputs": ["y"]},
+        ],
+    }  # fmt: skip
+    t = parse(doc)
+    assert t.needs_cuda and t.kernels[0].grid == (1, 1, 1) and t.kernels[0].block == (256, 1, 1)
+    bad = copy.deepcopy(doc)
+    bad["kernels"][0]["kernel"] = "shift"
+    refused(bad, r"the source defines no function 'shift'")
+    bad = copy.deepcopy(doc)
+    del bad["kernels"][0]["block"]
+    refused(bad, r"needs its launch 'block'")
+    bad = copy.deepcopy(doc)
+    bad["kernels"][0]["grid"] = [1, 0]
+    refused(bad, r"'grid' dimensions must be positive")
+    bad = copy.deepcopy(doc)
+    bad["kernels"][0]["arguments"] = [{"literal": 2.0, "dtype": "float32"}, 256]
+    refused(bad, r"C int \(JSON integers\) or double")
+
+
+def test_the_documented_example_parses() -> None:
+    """docs/gpu.md's complete kTask example is valid: the docs cannot drift from the parser."""
+    text = (ROOT / "docs" / "gpu.md").read_text()
+    block = re.search(r"<!-- ktask-example -->\s*```json\n(.*?)```", text, re.S)
+    assert block is not None, "docs/gpu.md lost its marked kTask example"
+    t = parse(json.loads(block.group(1)))
+    assert t.name == "knn" and [b.name for b in t.constants] == ["A"]
