@@ -199,7 +199,7 @@ def _buffer(name: Any, raw: Any) -> Buffer:
             f"{what}: kind {obj['kind']!r} is not one of input, temporary, output"
         ) from None
     dtype = obj["dtype"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         hint = _suggest(str(dtype), set(DTYPES))
         raise KTaskError(f"{what}: unknown dtype {dtype!r}{hint}; known: {', '.join(DTYPES)}")
     shape = obj["shape"]
@@ -250,8 +250,8 @@ def _check_init(b: Buffer, buffers: Mapping[str, Buffer]) -> None:
         )
 
 
-def _rekey(buffers: Mapping[str, Buffer], name: str, key: Any) -> Buffer:
-    b = buffers.get(name)
+def _rekey(buffers: Mapping[str, Buffer], name: Any, key: Any) -> Buffer:
+    b = buffers.get(name) if isinstance(name, str) else None
     if b is None:
         raise KTaskError(f"the invocation sets the key of {name!r}, which is not a buffer")
     if b.kind is Kind.TEMPORARY:
@@ -337,8 +337,13 @@ def _argument(where: str, a: Any, buffers: Mapping[str, Buffer]) -> Arg:
         v, dtype = a["literal"], a.get("dtype")
         if not isinstance(v, bool | int | float):
             raise KTaskError(f"{where}: literal {v!r} must be a number or a boolean")
-        if dtype is not None and dtype not in DTYPES:
+        if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):
             raise KTaskError(f"{where}: literal {v!r} has unknown dtype {dtype!r}")
+        fits = {"bool": (bool,), "int": (int,), "float": (int, float), "complex": (int, float)}
+        if dtype is not None and (
+            not isinstance(v, fits[DTYPES[dtype][1]]) or (isinstance(v, bool) != (dtype == "bool"))
+        ):
+            raise KTaskError(f"{where}: literal {v!r} is not a {dtype} value")
         return Literal(v, dtype)
     raise KTaskError(
         f"{where}: argument {a!r} is neither a buffer name, a number, nor "

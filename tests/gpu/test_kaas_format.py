@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu.kaas import examples
 from gpu.kaas.format import Kind, Literal, parse
@@ -195,18 +197,21 @@ def test_typed_literals_and_reductions() -> None:
     refused(doc, r"div\(a, b \| literal\) -> out: argument 1 is int64\[3\], needs a float or")
 
 
+CUDA_DOC: dict[str, Any] = {
+    "buffers": {
+        "x": {"kind": "input", "key": "x", "dtype": "float32", "shape": [256]},
+        "y": {"kind": "output", "key": "y", "dtype": "float32", "shape": [256], "init": "x"},
+    },
+    "kernels": [
+        {"name": "s", "library": "cuda", "kernel": "scale",
+         "source": 'extern "C" __global__ void scale(float* x, double a, int n) { }',
+         "grid": 1, "block": [256], "arguments": [2.0, 256], "outputs": ["y"]},
+    ],
+}  # fmt: skip
+
+
 def test_cuda_kernels_need_source_and_launch_dims() -> None:
-    src = 'extern "C" __global__ void scale(float* x, double a, int n) { }'
-    doc: dict[str, Any] = {
-        "buffers": {
-            "x": {"kind": "input", "key": "x", "dtype": "float32", "shape": [256]},
-            "y": {"kind": "output", "key": "y", "dtype": "float32", "shape": [256], "init": "x"},
-        },
-        "kernels": [
-            {"name": "s", "library": "cuda", "kernel": "scale", "source": src,
-             "grid": 1, "block": [256], "arguments": [2.0, 256], "outputs": ["y"]},
-        ],
-    }  # fmt: skip
+    doc = copy.deepcopy(CUDA_DOC)
     t = parse(doc)
     assert t.needs_cuda and t.kernels[0].grid == (1, 1, 1) and t.kernels[0].block == (256, 1, 1)
     bad = copy.deepcopy(doc)
@@ -230,3 +235,81 @@ def test_the_documented_example_parses() -> None:
     assert block is not None, "docs/gpu.md lost its marked kTask example"
     t = parse(json.loads(block.group(1)))
     assert t.name == "knn" and [b.name for b in t.constants] == ["A"]
+
+
+def test_typed_literal_values_must_fit_their_dtype() -> None:
+    doc = knn()
+    doc["kernels"][1]["arguments"] = ["reached", {"literal": 0.5, "dtype": "int32"}, 1]
+    refused(doc, r"literal 0.5 is not a int32 value")
+    doc["kernels"][1]["arguments"] = ["reached", {"literal": True, "dtype": "float32"}, 1]
+    refused(doc, r"literal True is not a float32 value")
+    doc["kernels"][1]["arguments"] = ["reached", {"literal": 0, "dtype": "float32"}, 1]
+    assert parse(doc).kernels[1].arguments[1] == Literal(0, "float32")
+
+
+# -- hostile documents: a KTask or a KTaskError, never another exception ----------------------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+    | st.sampled_from(["A", "x0", "frontier", "visited", "hop", "matmul", "cuda", "input"]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELDS = sorted(
+    {"name", "buffers", "kernels", "iterations", "version", "kind", "dtype", "shape", "size"}
+    | {"key", "const", "init", "library", "kernel", "arguments", "outputs", "after", "source"}
+    | {"grid", "block", "shared_mem", "literal"}
+)
+
+
+def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a document where a value sits."""
+    found = [prefix]
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else []
+    )
+    for k, v in items:
+        found += paths(v, (*prefix, k))
+    return found
+
+
+def mutate(doc: Any, data: st.DataObject) -> Any:
+    where = data.draw(st.sampled_from(paths(doc)[1:]))
+    parent = doc
+    for k in where[:-1]:
+        parent = parent[k]
+    how = data.draw(st.sampled_from(["replace", "delete", "add"]))
+    if how == "replace":
+        parent[where[-1]] = data.draw(json_values)
+    elif how == "delete":
+        del parent[where[-1]]
+    elif isinstance(parent, dict):
+        parent[data.draw(st.sampled_from(FIELDS))] = data.draw(json_values)
+    else:
+        parent.append(data.draw(json_values))
+    return doc
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), which=st.sampled_from(["knn", "csr", "cgemm", "cuda"]))
+def test_mutated_documents_are_parsed_or_refused(data: st.DataObject, which: str) -> None:
+    doc = {
+        "knn": lambda: knn(),
+        "csr": lambda: knn(sparse_nnz=12),
+        "cgemm": lambda: examples.cgemm(2, 3, 4),
+        "cuda": lambda: json.loads(json.dumps(CUDA_DOC)),
+    }[which]()
+    for _ in range(data.draw(st.integers(1, 3))):
+        doc = mutate(doc, data)
+    try:
+        task = parse(doc, device_memory=data.draw(st.sampled_from([None, 1 << 10, 1 << 30])))
+    except KTaskError as e:
+        assert str(e)
+    else:
+        assert task.kernels and task.buffers
