@@ -18,6 +18,7 @@ from gpu.kaas.constants import ConstantCache  # noqa: E402
 from gpu.kaas.executor import KaasExecutor  # noqa: E402
 from gpu.kaas.format import KTask, parse  # noqa: E402
 from gpu.kaas.kernels import IMPLEMENTATIONS  # noqa: E402
+from gpu.kaas.ktask_queue import KDevice, KTaskQueue, Start  # noqa: E402
 from gpu.kaas.placement import DeviceState, place, requirements  # noqa: E402
 from gpu.kaas.spec import KTaskError, TensorSpec  # noqa: E402
 from gpu.kaas.store import DataStore  # noqa: E402
@@ -282,6 +283,41 @@ def test_placement_follows_constants_across_executors(tmp_path: Path) -> None:
     assert [submit(doc1), submit(doc2)] == [0, 1]  # each follows its weights
     backlog[0] = 10.0  # unless the queue there costs more than copying the weights
     assert submit(doc1) == 1
+
+
+def test_the_queue_drives_one_executor_per_device_for_every_client(tmp_path: Path) -> None:
+    """Clients' kTasks wait for their inputs, go through the queue to two executors (each a
+    FIFO), and come out right; each client's weights end up on the device that ran it."""
+    node = Node(tmp_path, devices=2)
+    clock = VirtualClock()
+    q = KTaskQueue(
+        [KDevice(i, 64 * MB) for i in range(2)],
+        clock,
+        holders=node.cache.holders,
+        versions=lambda k: v.version if (v := node.store.get(k)) else None,
+        copy_bytes_per_s=1e9,
+    )
+    ids: dict[int, int] = {}
+    for c in (0, 1, 2, 0, 1, 2):
+        doc = examples.cgemm(4, 64, 64, weights=f"c{c}/W", x=f"c{c}/X", y=f"c{c}/Y")
+        ids[q.submit(parse(doc), f"c{c}")] = c
+    assert q.schedule() == []  # nothing is in the data layer yet
+    refs = {c: cgemm_client(node, c)[1] for c in (0, 1, 2)}
+    fifo: dict[int, list[Start]] = {0: [], 1: []}
+    for d in q.schedule():
+        assert isinstance(d, Start)
+        fifo[d.device].append(d)
+    assert sorted(len(f) for f in fifo.values()) == [3, 3]
+    for device, starts in fifo.items():
+        for st in starts:
+            c = ids[st.id]
+            assert st.client == f"c{c}"
+            r = node.ex[device].run(st.task)
+            q.complete(st.id, r.seconds)
+            y = node.get(f"c{c}/Y/re") + 1j * node.get(f"c{c}/Y/im")
+            np.testing.assert_allclose(y, refs[c]["y"], rtol=1e-4, atol=1e-3)
+            assert node.cache.holders(f"c{c}/W/re", 1) >= {device}
+    assert q.backlog(0) == q.backlog(1) == 0.0
 
 
 # -- errors at run time ---------------------------------------------------------------------
