@@ -1,130 +1,84 @@
-"""The KaaS executor: one per device, runs any client's validated kTasks without restarting.
+"""The KaaS executor: one per device, runs any client's kTasks without restarting.
 
-A run reads the inputs from the data layer (constants through the device's constant cache:
-a hit uses the resident tensor, a miss copies it from the host and may evict others),
-allocates the temporaries and outputs (zeros, or a copy of their ``init`` input), runs the
-kernels in the graph's order ``iterations`` times, and writes the outputs back by key. Every
-failure a request can cause is a :class:`KTaskError` naming what went wrong; the executor
-stays usable for the next request.
+Two halves, split as the pool splits model work: :class:`KaasWorker` is the device side (torch:
+the resident constants' tensors, the compiled CUDA kernels), driven by one JSON header per
+kTask that ``gpu.kaas.calls.prepare`` writes; :class:`KaasExecutor` puts the pool's side and a
+worker in one process (the tests, and any caller without worker processes). A worker run reads
+the inputs (constants from its resident set, loading those it lacks), allocates temporaries
+and outputs (zeros, or a copy of their ``init`` input), runs the kernels in the graph's order
+``iterations`` times and writes each output to the file the pool staged. Every failure a
+request can cause is a :class:`KTaskError`; the worker stays usable for the next request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from gpu.kaas.constants import ConstantCache, cache_key, split_key
-from gpu.kaas.format import Buffer, Kind, KTask
+from gpu.kaas.calls import RunResult, finish, prepare
+from gpu.kaas.constants import ConstantCache
+from gpu.kaas.format import Buffer, Kind, KTask, parse
 from gpu.kaas.kernels import KernelCache, Value, launch
-from gpu.kaas.spec import KTaskError, mib
-from gpu.kaas.store import DataStore, StoredObject
+from gpu.kaas.spec import KTaskError, TensorSpec, mib
+from gpu.kaas.store import DataStore
 from gpu.kaas.tensors import TORCH_DTYPES, from_bytes, to_bytes
 from whisk.clock import Clock, SystemClock
 
-
-@dataclass
-class RunResult:
-    outputs: dict[str, StoredObject]  # output buffer name -> what was written (key, version)
-    constant_hits: int = 0
-    constant_misses: int = 0
-    seconds: float = 0.0
-    evicted: list[str] = field(default_factory=list)  # constants dropped from this device
-
-    def reply(self) -> dict[str, dict[str, object]]:
-        """The answer a client gets: each output's key and version."""
-        return {n: {"key": o.key, "version": o.version} for n, o in self.outputs.items()}
+__all__ = ["KaasExecutor", "KaasWorker", "RunResult"]
 
 
-class KaasExecutor:
-    def __init__(
-        self,
-        index: int,
-        device: torch.device | str,
-        store: DataStore,
-        constants: ConstantCache,
-        *,
-        clock: Clock | None = None,
-    ) -> None:
-        self.index = index
+class KaasWorker:
+    def __init__(self, device: torch.device | str, *, clock: Clock | None = None) -> None:
         self.device = torch.device(device)
-        self.store = store
-        self.constants = constants
         self.clock = clock or SystemClock()
         self.kernels = KernelCache()
-        self._resident: dict[str, torch.Tensor] = {}  # cache key -> tensor on this device
-        self.runs = 0
+        self.resident: dict[str, torch.Tensor] = {}  # constant cache key -> tensor here
+        self.loads = 0
 
-    def resident_keys(self) -> set[str]:
-        return set(self._resident)
-
-    def run(self, task: KTask) -> RunResult:
+    def handle(self, header: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one kTask call; the reply carries the error instead of raising it."""
         start = self.clock.now()
-        inputs = {b.name: self._lookup(b) for b in task.of_kind(Kind.INPUT)}
-        result = RunResult({})
-        pinned: list[tuple[str, int]] = []
         try:
-            tensors: dict[str, torch.Tensor] = {}
-            for b in task.of_kind(Kind.INPUT):
-                o = inputs[b.name]
-                if b.const:
-                    tensors[b.name] = self._constant(o, result)
-                    pinned.append((o.key, o.version))
-                else:
-                    tensors[b.name] = self._load(o)
-            for b in task.buffers.values():
-                if b.kind is not Kind.INPUT:
-                    tensors[b.name] = self._allocate(b, tensors)
-            self._kernels(task, tensors)
-            for b in task.of_kind(Kind.OUTPUT):
-                assert b.key is not None
-                result.outputs[b.name] = self.store.put(b.key, to_bytes(tensors[b.name]), b.spec)
-        finally:
-            for key, version in pinned:
-                self.constants.release(self.index, key, version)
-        self.runs += 1
-        result.seconds = self.clock.now() - start
-        return result
+            self._run(header)
+        except KTaskError as e:
+            return {"error": "KTaskError", "message": str(e), "resident": sorted(self.resident)}
+        except Exception as e:  # a bug, not the request's fault: reported, the worker lives on
+            return {"error": type(e).__name__, "message": str(e), "resident": sorted(self.resident)}
+        return {"ok": True, "seconds": self.clock.now() - start, "resident": sorted(self.resident)}
 
-    def _lookup(self, b: Buffer) -> StoredObject:
-        assert b.key is not None
-        o = self.store.get(b.key)
-        if o is None:
-            raise KTaskError(
-                f"input {b.name!r} reads key {b.key!r}, which is not in the data layer"
-            )
-        if o.spec != b.spec:
-            raise KTaskError(
-                f"input {b.name!r} is declared {b.spec} but key {b.key!r} holds {o.spec}"
-            )
-        if b.version is not None and o.version != b.version:
-            raise KTaskError(
-                f"input {b.name!r} expects version {b.version} of key {b.key!r}, "
-                f"the data layer holds version {o.version}"
-            )
-        return o
+    def _run(self, header: Mapping[str, Any]) -> None:
+        keep = set(header.get("keep", ()))
+        for ck in [k for k in self.resident if k not in keep]:
+            del self.resident[ck]  # evicted by the pool's cache
+        task = parse(header["task"])
+        tensors: dict[str, torch.Tensor] = {}
+        for name, spec in header["inputs"].items():
+            b = task.buffers[name]
+            ck = spec.get("cache_key")
+            if ck is None:
+                tensors[name] = self._load(spec["file"], b.spec)
+            else:
+                t = self.resident.get(ck)
+                if t is None:
+                    t = self.resident[ck] = self._load(spec["file"], b.spec)
+                    self.loads += 1
+                tensors[name] = t
+        for b in task.buffers.values():
+            if b.kind is not Kind.INPUT:
+                tensors[b.name] = self._allocate(b, tensors)
+        self._kernels(task, tensors)
+        for name, path in header["outputs"].items():
+            Path(path).write_bytes(to_bytes(tensors[name]))
 
-    def _load(self, o: StoredObject) -> torch.Tensor:
-        return from_bytes(o.path.read_bytes(), o.spec).to(self.device)
-
-    def _constant(self, o: StoredObject, result: RunResult) -> torch.Tensor:
-        adm = self.constants.admit(self.index, o.key, o.version, o.nbytes)
-        for v in adm.victims:
-            self._resident.pop(v, None)
-            result.evicted.append(split_key(v)[0])
-        ck = cache_key(o.key, o.version)
-        if adm.hit and ck in self._resident:
-            result.constant_hits += 1
-            return self._resident[ck]
+    def _load(self, file: str, spec: TensorSpec) -> torch.Tensor:
         try:
-            t = self._load(o)
-        except BaseException:
-            self.constants.forget(self.index, o.key, o.version)
-            raise
-        self._resident[ck] = t
-        result.constant_misses += 1
-        return t
+            data = Path(file).read_bytes()
+        except OSError as e:
+            raise KTaskError(f"the data layer's file for an input is gone: {e}") from None
+        return from_bytes(data, spec).to(self.device)
 
     def _allocate(self, b: Buffer, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
         try:
@@ -150,3 +104,39 @@ class KaasExecutor:
                     raise
                 except (RuntimeError, ValueError, TypeError, IndexError) as e:
                     raise KTaskError(f"kernel {k.name!r} ({k.function}) failed: {e}") from None
+
+
+class KaasExecutor:
+    """The pool's side and a device's worker in one process: ``run(task) -> RunResult``."""
+
+    def __init__(
+        self,
+        index: int,
+        device: torch.device | str,
+        store: DataStore,
+        constants: ConstantCache,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.index = index
+        self.store = store
+        self.constants = constants
+        self.worker = KaasWorker(device, clock=clock)
+        self.runs = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.worker.device
+
+    @property
+    def kernels(self) -> KernelCache:
+        return self.worker.kernels
+
+    def resident_keys(self) -> set[str]:
+        return set(self.worker.resident)
+
+    def run(self, task: KTask) -> RunResult:
+        call = prepare(task, self.index, self.store, self.constants)
+        result = finish(call, self.worker.handle(call.header), self.store, self.constants)
+        self.runs += 1
+        return result

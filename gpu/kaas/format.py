@@ -508,3 +508,50 @@ def _check_races(order: Sequence[Kernel]) -> None:
                     f"it, but neither runs after the other: add {a.name!r} to the 'after' of "
                     f"{b.name!r} (or the reverse)"
                 )
+
+
+# -- back to a document -----------------------------------------------------------------------
+
+
+def to_doc(task: KTask) -> dict[str, Any]:
+    """The task as a request document, keys resolved, kernels in execution order: what the
+    pool sends a device worker, which parses it again (``parse(to_doc(t)) == t``)."""
+    buffers: dict[str, Any] = {}
+    for b in task.buffers.values():
+        d: dict[str, Any] = {
+            "kind": str(b.kind),
+            "dtype": b.spec.dtype,
+            "shape": list(b.spec.shape),
+        }
+        if b.key is not None:
+            d["key"] = b.key
+        if b.const:
+            d["const"] = True
+        if b.version is not None:
+            d["version"] = b.version
+        if b.init is not None:
+            d["init"] = b.init
+        buffers[b.name] = d
+    kernels: list[dict[str, Any]] = []
+    for k in task.kernels:
+        args = [
+            a if isinstance(a, str)
+            else a.value if a.dtype is None
+            else {"literal": a.value, "dtype": a.dtype}
+            for a in k.arguments
+        ]  # fmt: skip
+        d = {"name": k.name, "library": k.library, "kernel": k.function, "arguments": args}
+        d["outputs"] = list(k.outputs)
+        if k.after:
+            d["after"] = list(k.after)
+        if k.library == "cuda":
+            assert k.grid is not None and k.block is not None
+            d.update(source=k.source, grid=list(k.grid), block=list(k.block))
+            d["shared_mem"] = k.shared_mem
+        kernels.append(d)
+    return {
+        "name": task.name,
+        "iterations": task.iterations,
+        "buffers": buffers,
+        "kernels": kernels,
+    }

@@ -3,6 +3,7 @@ cache on the device, the data layer, and the errors a request can cause at run t
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
 
 from gpu.kaas import examples  # noqa: E402
+from gpu.kaas.calls import WorkerError, abandon, finish, prepare  # noqa: E402
 from gpu.kaas.catalogue import BUILTINS  # noqa: E402
 from gpu.kaas.constants import ConstantCache  # noqa: E402
-from gpu.kaas.executor import KaasExecutor  # noqa: E402
+from gpu.kaas.executor import KaasExecutor, KaasWorker  # noqa: E402
 from gpu.kaas.format import KTask, parse  # noqa: E402
 from gpu.kaas.kernels import IMPLEMENTATIONS  # noqa: E402
 from gpu.kaas.ktask_queue import KDevice, KTaskQueue, Start  # noqa: E402
@@ -370,7 +372,7 @@ def test_constants_beyond_the_device_budget(tmp_path: Path) -> None:
     doc, _ = cgemm_client(node, 1)  # 2 x 16 KiB of weights, the device has 16 KiB
     with pytest.raises(KTaskError, match="does not fit on device 0: the constants in use there"):
         node.run(doc)
-    assert pins(node) == {"c1/W/re@1": 0}  # loaded, then released when the request failed
+    assert pins(node) == {}  # Wr was admitted, never loaded: the failed call took it back
 
 
 CUDA_SCALE = """
@@ -436,3 +438,85 @@ def test_store_versions_lru_and_refusals(tmp_path: Path) -> None:
         s.read("zz")
     s.close()
     assert list(tmp_path.iterdir()) == []
+
+
+# -- the pool/worker split: JSON calls, as across a process boundary ---------------------------
+
+
+def over_the_wire(header: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(header))
+
+
+def test_a_call_crosses_a_json_boundary_to_a_separate_worker(node: Node) -> None:
+    doc, ref = cgemm_client(node, 1)
+    worker = KaasWorker("cpu")  # as in a device's worker process: shares only files with the pool
+    for expected_loads in (2, 2):
+        call = prepare(parse(doc), 0, node.store, node.cache)
+        reply = over_the_wire(worker.handle(over_the_wire(call.header)))
+        result = finish(call, reply, node.store, node.cache)
+        assert worker.loads == expected_loads  # the second call finds both constants resident
+    assert (result.constant_hits, result.constant_misses) == (2, 0)
+    y = node.get("c1/Y/re") + 1j * node.get("c1/Y/im")
+    np.testing.assert_allclose(y, ref["y"], rtol=1e-4, atol=1e-3)
+    assert sorted(reply["resident"]) == ["c1/W/im@1", "c1/W/re@1"]
+    assert not [p for p in node.store.dir.iterdir() if ".staged" in p.name]
+
+
+def test_a_worker_that_lost_its_constants_reloads_them(node: Node) -> None:
+    doc, ref = cgemm_client(node, 1)
+    node.run(doc)
+    node.ex[0].worker = KaasWorker("cpu")  # a restarted worker: the pool's cache still says hit
+    r = node.run(doc)
+    assert r.constant_hits == 2 and node.ex[0].worker.loads == 2
+    y = node.get("c1/Y/re") + 1j * node.get("c1/Y/im")
+    np.testing.assert_allclose(y, ref["y"], rtol=1e-4, atol=1e-3)
+
+
+def test_the_worker_drops_what_an_abandoned_call_evicted(tmp_path: Path) -> None:
+    node = Node(tmp_path, constant_mb=64 * 1024 / MB)  # room for two clients' weights
+    docs = [cgemm_client(node, c)[0] for c in range(3)]
+    node.run(docs[0])
+    node.run(docs[1])
+    abandoned = prepare(parse(docs[2]), 0, node.store, node.cache)  # evicts client 0's weights
+    abandon(abandoned, node.store, node.cache)  # never sent to the worker
+    assert node.cache.resident(0) == ["c1/W/re@1", "c1/W/im@1"]
+    assert "c0/W/re@1" in node.ex[0].resident_keys()
+    node.run(docs[1])
+    assert node.ex[0].resident_keys() == set(node.cache.resident(0))
+    assert "c0/W/re@1" not in node.ex[0].resident_keys()
+
+
+def test_a_failed_constant_load_is_forgotten_by_the_cache(node: Node) -> None:
+    doc, _ = cgemm_client(node, 1)
+    call = prepare(parse(doc), 0, node.store, node.cache)
+    Path(call.header["inputs"]["Wr"]["file"]).unlink()  # the file vanished under the worker
+    reply = node.ex[0].worker.handle(call.header)
+    with pytest.raises(KTaskError, match="the data layer's file for an input is gone"):
+        finish(call, reply, node.store, node.cache)
+    assert node.cache.holders("c1/W/re", 1) == set()  # not resident: the next call loads it
+    assert pins(node) == {}  # Wi was never loaded either (Wr failed first)
+
+
+def test_a_worker_bug_is_not_a_request_error(node: Node) -> None:
+    doc, _ = cgemm_client(node, 1)
+    call = prepare(parse(doc), 0, node.store, node.cache)
+    broken = {k: v for k, v in call.header.items() if k != "outputs"}
+    reply = node.ex[0].worker.handle(broken)
+    assert reply["error"] == "KeyError"
+    with pytest.raises(WorkerError, match="KeyError"):
+        finish(call, reply, node.store, node.cache)
+    assert pins(node) == {"c1/W/re@1": 0, "c1/W/im@1": 0} and not node.store._pins
+
+
+def test_pinned_keys_survive_eviction_and_replacement(tmp_path: Path) -> None:
+    s = DataStore(tmp_path, 100)
+    spec = TensorSpec((10,), "float32")  # 40 bytes
+    a1 = s.put("a", bytes(40), spec)
+    s.pin("a")  # a device is reading it
+    s.put("b", bytes(40), spec)
+    s.put("c", bytes(40), spec)  # over the bound: b goes, not the pinned a
+    assert "a" in s and "b" not in s
+    a2 = s.put("a", b"\1" * 40, spec)
+    assert a1.path.exists() and a2.version == 2  # the reader's version stays until unpinned
+    s.unpin("a")
+    assert not a1.path.exists() and a2.path.read_bytes() == b"\1" * 40
