@@ -2,10 +2,11 @@
 
 Pure bookkeeping on :class:`gpu.cache.CacheView` (the machinery that keeps models resident):
 LRU per device bounded by its constant budget, pins so that a constant a running kTask uses is
-never a victim, a key → devices index that placement reads. Each executor holds the tensors
-and drops the victims this cache names. A new version of a key makes the older versions on
-that device stale: they are evicted when the new one is admitted. Hits, misses and evictions
-are counted here and reported to ``observer`` (the pool's Prometheus counters).
+never a victim, a key → devices index that placement reads. Each device's worker holds the
+tensors and drops what this cache no longer lists (``gpu.kaas.calls``). A new version of a key
+makes the older versions on that device stale: they are evicted when the new one is admitted.
+Hits, misses and evictions are counted here and reported to ``observer`` (the pool's
+Prometheus counters).
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ class ConstantCache:
             for old in cache.lru()
             if split_key(old)[0] == key and (r := cache.get(old)) is not None and r.pins == 0
         ]
-        for v in victims:
+        for v in victims:  # stale versions go even if the new one turns out not to fit
             self.view.evict(device, v, now)
+        self._evicted(len(victims))
         try:
             plan = cache.plan(ck, nbytes)
         except ModelTooLarge:
@@ -87,24 +89,30 @@ class ConstantCache:
                 f"constant {key!r} ({mib(nbytes)}) does not fit on device {device}: the "
                 f"constants in use there leave {mib(cache.free)} of {mib(cache.capacity)}"
             )
-        victims += self.view.admit(device, ck, nbytes, now)
+        lru = self.view.admit(device, ck, nbytes, now)
         self.view.pin(device, ck)
         self.misses += 1
-        self.evictions += len(victims)
         self._tell("miss", 1)
-        if victims:
-            self._tell("evict", len(victims))
-        return Admission(False, victims)
+        self._evicted(len(lru))
+        return Admission(False, victims + lru)
 
     def release(self, device: int, key: str, version: int) -> None:
         self.view.unpin(device, cache_key(key, version))
 
     def forget(self, device: int, key: str, version: int) -> None:
-        """Drop an entry whose load failed (it was admitted, pinned, but never arrived)."""
+        """Release a pin on an entry the device does not really hold (its load failed, or its
+        call was abandoned), and drop the entry unless another call still pins it (that call's
+        worker loads it then)."""
         ck = cache_key(key, version)
         self.view.unpin(device, ck)
-        if self.view.holds(device, ck):
+        r = self.view.devices[device].get(ck)
+        if r is not None and r.pins == 0:
             self.view.evict(device, ck, self.clock.now())
+
+    def _evicted(self, n: int) -> None:
+        if n:
+            self.evictions += n
+            self._tell("evict", n)
 
     def _tell(self, event: str, n: int) -> None:
         if self._observer is not None:

@@ -11,6 +11,7 @@ format is documented in ``docs/gpu.md`` ("Kernel-as-a-Service").
 from __future__ import annotations
 
 import difflib
+import heapq
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -451,16 +452,15 @@ def _order(kernels: Sequence[Kernel]) -> list[Kernel]:
     for k in kernels:
         for dep in set(k.after):
             children[dep].append(k.name)
-    ready = [k.name for k in kernels if waiting[k.name] == 0]
+    ready = [index[k.name] for k in kernels if waiting[k.name] == 0]  # a heap of positions
     order: list[Kernel] = []
     while ready:
-        ready.sort(key=index.__getitem__)
-        n = ready.pop(0)
-        order.append(kernels[index[n]])
-        for c in children[n]:
+        k = kernels[heapq.heappop(ready)]
+        order.append(k)
+        for c in children[k.name]:
             waiting[c] -= 1
             if waiting[c] == 0:
-                ready.append(c)
+                heapq.heappush(ready, index[c])
     if len(order) < len(kernels):
         cycle = _find_cycle(kernels, {n for n, w in waiting.items() if w > 0})
         raise KTaskError(f"the kernels' dependencies form a cycle: {' -> '.join(cycle)}")
@@ -488,26 +488,40 @@ def _check_races(order: Sequence[Kernel]) -> None:
     """Two kernels that share a buffer, one writing it, must be ordered by ``after``.
 
     Without that the result would depend on the executor's order, which the graph leaves open.
+    Linear in the accesses: per buffer, each access must run after the last writer before it,
+    and each writer after the readers since that writer; every other pair then follows.
     """
-    before: dict[str, set[str]] = {}  # kernel -> every kernel it (transitively) runs after
+    pos = {k.name: i for i, k in enumerate(order)}
+    after: list[int] = []  # bit i set: the kernel (transitively) runs after order[i]
     for k in order:
-        s: set[str] = set()
+        bits = 0
         for d in k.after:
-            s.add(d)
-            s |= before[d]
-        before[k.name] = s
-    for j, b in enumerate(order):
-        for a in order[:j]:
-            if a.name in before[b.name]:
-                continue
-            shared = (a.writes() & (b.reads() | b.writes())) | (b.writes() & a.reads())
-            if shared:
-                buf = sorted(shared)[0]
-                raise KTaskError(
-                    f"kernels {a.name!r} and {b.name!r} both use buffer {buf!r} and one writes "
-                    f"it, but neither runs after the other: add {a.name!r} to the 'after' of "
-                    f"{b.name!r} (or the reverse)"
-                )
+            bits |= after[pos[d]] | (1 << pos[d])
+        after.append(bits)
+    last_writer: dict[str, int] = {}
+    readers: dict[str, list[int]] = {}  # since the last writer
+    for j, k in enumerate(order):
+        writes = k.writes()
+        for buf in sorted(k.reads() | writes):
+            w = last_writer.get(buf)
+            if w is not None and not after[j] >> w & 1:
+                _race(order[w], k, buf)
+            if buf in writes:
+                for r in readers.get(buf, ()):
+                    if not after[j] >> r & 1:
+                        _race(order[r], k, buf)
+                last_writer[buf] = j
+                readers[buf] = []
+            else:
+                readers.setdefault(buf, []).append(j)
+
+
+def _race(a: Kernel, b: Kernel, buf: str) -> None:
+    raise KTaskError(
+        f"kernels {a.name!r} and {b.name!r} both use buffer {buf!r} and one writes it, but "
+        f"neither runs after the other: add {a.name!r} to the 'after' of {b.name!r} "
+        "(or the reverse)"
+    )
 
 
 # -- back to a document -----------------------------------------------------------------------

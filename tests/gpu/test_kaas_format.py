@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu.kaas import examples
-from gpu.kaas.format import Kind, Literal, parse, to_doc
+from gpu.kaas.format import MAX_KERNELS, Kind, Literal, parse, to_doc
 from gpu.kaas.spec import KTaskError, TensorSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,9 +164,26 @@ def test_constant_overwritten_by_an_output_is_refused() -> None:
 
 def test_unordered_writers_of_one_buffer_are_a_race() -> None:
     doc = knn()
-    doc["kernels"][4]["after"] = []  # accumulate writes visited, which 'fresh' reads
-    msg = refused(doc, r"kernels 'fresh' and 'accumulate' both use buffer 'visited' and one")
-    assert "add 'fresh' to the 'after' of 'accumulate' (or the reverse)" in msg
+    doc["kernels"][4]["after"] = []  # accumulate reads frontier, which 'next' writes
+    msg = refused(doc, r"kernels 'next' and 'accumulate' both use buffer 'frontier' and one")
+    assert "add 'next' to the 'after' of 'accumulate' (or the reverse)" in msg
+    doc["kernels"][4]["after"] = ["next"]
+    doc["kernels"][3]["after"] = ["reach"]  # next reads reached, which fresh writes
+    refused(doc, r"kernels 'fresh' and 'next' both use buffer 'reached'")
+    doc["kernels"][3]["after"] = ["fresh"]
+    doc["kernels"][1]["after"] = []  # reach writes reached, which hop writes too
+    refused(doc, r"kernels 'hop' and 'reach' both use buffer 'reached'")
+
+
+def test_race_check_and_order_scale_to_the_kernel_limit() -> None:
+    """A hostile request at the limit is checked in well under a second (linear checks)."""
+    one = {"kind": "output", "key": "o", "dtype": "float32", "shape": [1]}
+    chain = [{"name": f"k{i}", "kernel": "add", "arguments": ["o", 1], "outputs": ["o"],
+              "after": [f"k{i - 1}"] if i else []} for i in range(MAX_KERNELS)]  # fmt: skip
+    t = parse({"buffers": {"o": one}, "kernels": chain[::-1]})
+    assert [k.name for k in t.kernels] == [f"k{i}" for i in range(MAX_KERNELS)]
+    free = [{**k, "after": []} for k in chain]
+    refused({"buffers": {"o": one}, "kernels": free}, r"kernels 'k0' and 'k1' both use")
 
 
 def test_buffers_beyond_device_memory() -> None:

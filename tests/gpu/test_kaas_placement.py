@@ -162,3 +162,22 @@ def test_counters_reach_the_pools_prometheus_metrics() -> None:
     assert value("owgpu_kaas_constant_lookups_total", outcome="hit") == 1
     assert value("owgpu_kaas_constant_lookups_total", outcome="miss") == 3
     assert value("owgpu_evictions_total", tier="kaas_constant") == 2
+
+
+def test_forget_keeps_an_entry_another_call_still_pins() -> None:
+    c = ConstantCache([1000 * MB], clock=VirtualClock())
+    c.admit(0, "w", 1, 10 * MB)  # call 1 (a miss)
+    c.admit(0, "w", 1, 10 * MB)  # call 2, prepared before call 1 ran (a hit)
+    c.forget(0, "w", 1)  # call 1's load failed
+    assert c.resident(0) == ["w@1"]  # call 2's worker will load it
+    c.forget(0, "w", 1)
+    assert c.resident(0) == []
+
+
+def test_stale_versions_count_as_evictions_even_when_the_new_one_does_not_fit() -> None:
+    c = ConstantCache([100 * MB], clock=VirtualClock())
+    c.admit(0, "w", 1, 10 * MB)
+    c.release(0, "w", 1)
+    with pytest.raises(KTaskError, match="larger than device 0's constant budget"):
+        c.admit(0, "w", 2, 200 * MB)
+    assert c.resident(0) == [] and c.evictions == 1
