@@ -337,9 +337,7 @@ class NodeScheduler(Generic[T]):
         if self._paused and self._handing_over is None and self._can_resume() is not None:
             return None
         if self._joinable:
-            g = next(iter(self._joinable.values()))
-            while not g.heap[0][3].waiting:  # ``waiting`` > 0: a live entry is below
-                heapq.heappop(g.heap)
+            g = next(iter(self._joinable.values()))  # its heap's top is live: see _refresh
             shared = g.open[0]
             return g.heap, shared.core, 0.0, shared
         light, heavy = self._light, self._heavy
@@ -457,7 +455,9 @@ class NodeScheduler(Generic[T]):
             self._refresh(shared.group, g)
 
     def _refresh(self, group: Hashable, g: _Group) -> None:
-        """Keep ``_joinable`` exact and forget a group with nothing waiting or open."""
+        """Keep ``_joinable`` exact and forget a group with nothing waiting or open. Its
+        heap's entries go stale only as its calls start, each start ends here, and the
+        stale top is dropped: the top of a group's heap is always a waiting call."""
         heap = g.heap
         while heap and not heap[0][3].waiting:
             heapq.heappop(heap)
@@ -794,9 +794,8 @@ class NodeScheduler(Generic[T]):
 
     def drain(self) -> list[Call[T]]:
         """Remove and return every queued call, in priority order (for shutdown)."""
-        entries = sorted(
-            (e for e in self._light + self._heavy if e[3].waiting), key=lambda e: e[:3]
-        )
+        # (priority, order, seq) ends every comparison: ``seq`` is unique, as in the heaps.
+        entries = sorted(e for e in self._light + self._heavy if e[3].waiting)
         calls = [e[3] for e in entries]
         for call in calls:
             call.waiting = False

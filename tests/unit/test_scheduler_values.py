@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from invoker.scheduler import Call, Cores, NodeScheduler, Preemption
-from policies import SEPT
+from policies import OPENWHISK, SEPT
 
 
 def trained(
@@ -18,11 +18,13 @@ def trained(
     known=(("long", 10.0), ("mid", 5.0), ("short", 0.1)),
 ) -> NodeScheduler[str]:
     """A SEPT scheduler that knows how long each function of ``known`` takes (by default
-    ``long`` 10 s, ``mid`` 5 s and ``short`` 0.1 s), each using a whole core."""
-    sched: NodeScheduler[str] = NodeScheduler(SEPT, cores=list(cores), preemption=preemption)
-    for fn, p in known:
+    ``long`` 10 s, ``mid`` 5 s and ``short`` 0.1 s), each using a whole core unless a third
+    figure gives its CPU time; ``cores``: the core ids or a :class:`Cores`."""
+    table = cores if isinstance(cores, Cores) else list(cores)
+    sched: NodeScheduler[str] = NodeScheduler(SEPT, cores=table, preemption=preemption)
+    for fn, p, *cpu in known:
         sched.admit(fn, "warm-up", 0.0)
-        sched.finish(sched.start(0.0), p, cpu_s=p)
+        sched.finish(sched.start(0.0), p, cpu_s=cpu[0] if cpu else p)
     return sched
 
 
@@ -368,6 +370,7 @@ def test_overdue_starts_are_counted_one_by_one() -> None:
 def test_the_bounds_of_light_and_of_sampling_a_call() -> None:
     table = Cores([0], margin=0.1)
     assert table.light(0.1) and not table.light(0.1001)
+    assert table.light(table.light_limit) and not table.light(0.1 + 2e-9)
     assert table.may_overrun(0.89) and not table.may_overrun(0.9)
 
 
@@ -386,3 +389,584 @@ def test_a_call_that_ran_past_its_estimate_has_nothing_left() -> None:
     sched.start(1.0)
     assert call.remaining(1.05) == pytest.approx(0.05)
     assert call.remaining(5.0) == 0.0
+
+
+# -- the core table's bounds, each at its edge --
+
+
+def test_a_core_table_may_have_no_margin_and_take_one_call_per_core() -> None:
+    table = Cores([0], margin=0.0, max_calls=1)
+    assert (table.margin, table.max_calls) == (0.0, 1)
+
+
+def test_a_call_that_fills_a_core_to_exactly_its_capacity_fits() -> None:
+    table = Cores([0], margin=0.0)
+    assert table.place(1.0 + 1e-9) == 0  # the capacity 1 + margin, with its float slack
+
+
+def test_a_light_call_that_must_go_beside_a_heavy_one_skips_the_cores_without() -> None:
+    table = Cores([0, 1])
+    table.take(0, "w", 0.05)  # light only
+    table.take(1, "h", 0.5)
+    assert table.place(0.05, beside_heavy=True) == 1
+
+
+def test_a_sample_at_exactly_the_share_plus_the_margin_is_no_overrun() -> None:
+    table = Cores([0], margin=0.25)
+    table.take(0, "f", 0.5)
+    assert table.observe(0, 0.5, 0.0, 0.75) == 0.0
+    assert table.observe(0, 0.5, 0.0, 0.8) == pytest.approx(0.3)
+
+
+def test_a_sample_of_a_call_on_an_empty_core_loads_nothing() -> None:
+    table = Cores([0])
+    assert table.observe(0, 0.5, 0.0, 1.0) == 0.5
+    assert (table.load[0], table.overrun[0]) == (0.0, 0.0)
+
+
+def test_a_call_measured_within_the_margin_either_way_fills_nothing() -> None:
+    table = Cores([0], margin=0.25)
+    for _ in range(5):
+        table.take(0, "f", 0.25)
+    table.give(0, "f", 0.25, used=0.5)  # exactly the share plus the margin
+    assert 0 not in table.full
+    table.give(0, "f", 0.25, used=0.1)  # below the share
+    assert 0 not in table.full
+
+
+def test_a_core_whose_calls_are_assumed_to_overrun_to_exactly_its_capacity_is_not_full() -> None:
+    table = Cores([0], margin=0.0)
+    table.take(0, "f", 0.5)
+    table.take(0, "f", 0.5)
+    table.give(0, "f", 0.5, used=1.0 + 1e-9)  # 0.5 left + 0.5 + 1e-9 more: the capacity
+    assert 0 not in table.full
+    table.take(0, "f", 0.5)
+    table.give(0, "f", 0.5, used=1.0 + 2e-9)
+    assert 0 in table.full
+
+
+# -- the node scheduler --
+
+
+def test_a_new_node_numbers_calls_from_one_and_without_preemption_pauses_cost_nothing() -> None:
+    sched: NodeScheduler[str] = NodeScheduler(SEPT, [0])
+    assert sched.pause_cost_s == 0.0
+    assert sched.admit("f", "F", 1.0).seq == 1
+
+
+def test_a_call_whose_share_is_exactly_the_light_limit_passes_a_blocked_head() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    table = sched.cores_table
+    sched.stats.finish("w", 128.0, cpu_s=table.light_limit * 128)  # longer than ``long``
+    assert sched.stats.share("w") == table.light_limit
+    sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("long", "L2", 1.0)  # the head: no room beside L
+    sched.admit("w", "W", 1.0)
+    assert sched.peek().payload == "W" and sched.start(1.0).core == 0
+
+
+def test_the_overdue_heap_is_compacted_just_past_twice_the_queue_plus_64() -> None:
+    sched = trained(Preemption(share_cores=2, overdue=0.25), cores=(0,))  # 3 stale entries
+    for i in range(64):
+        sched.admit("short", f"S{i}", 1.0)
+    for _ in range(63):
+        sched.finish(sched.start(1.0), 0.1, cpu_s=0.1)
+    sched.admit("short", "A", 1.0)  # 66 stale entries and 2 waiting: 2 * 2 + 64
+    assert len(sched._overdue) == 68 and sched.queued == 2
+    sched.finish(sched.start(1.0), 0.1, cpu_s=0.1)
+    sched.admit("short", "B", 1.0)  # 69: only the two waiting are kept
+    assert len(sched._overdue) == 2 and sched.queued == 2
+
+
+def test_a_call_under_the_shared_baseline_counts_as_a_whole_core() -> None:
+    sched: NodeScheduler[str] = NodeScheduler(OPENWHISK, [0])
+    sched.stats.finish("w", 10.0, cpu_s=1.0)
+    sched.admit("w", "W", 1.0)
+    call = sched.start(1.0)
+    assert (call.core, call.share) == (None, 1.0)
+
+
+def test_a_container_of_concurrent_calls_holds_a_whole_core_its_calls_none() -> None:
+    sched = trained()
+    sched.stats.finish("c", 10.0, cpu_s=3.0)  # 0.3 of a core per call
+    first = sched.admit("c", "A", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    second = sched.admit("c", "B", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    assert sched.cores_table.load[0] == 1.0 and first.shared.share == 1.0
+    assert (first.share, second.share, second.shared) == (0.0, 0.0, first.shared)
+    sched.finish(second, 4.0)
+    assert (second.shared, second.core) == (None, None)
+    assert sched.stats.expected("c") == 7.0  # (10 + 4) / 2: taken in, its CPU time not
+
+
+def test_closing_a_full_container_whose_group_has_nothing_waiting_is_a_no_op() -> None:
+    sched = trained()
+    first = sched.admit("c", "A", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    sched.admit("c", "B", 1.0, group="g", limit=2)
+    sched.start(1.0)  # full: the group is forgotten
+    sched.close(first.shared)
+    assert first.shared.closed is True and sched.queued == 0
+
+
+def test_a_container_that_still_had_room_is_not_offered_twice() -> None:
+    sched = trained()
+    calls = []
+    for name in "ABCDE":
+        calls.append(sched.admit("c", name, 1.0, group="g", limit=3))
+        if name == "B":
+            sched.start(1.0)
+            sched.start(1.0)  # B joins A's container: 2 of 3
+            sched.finish(calls[0], 1.0)  # 1 of 3: it had room already
+    shared = calls[1].shared
+    assert sched.start(1.0).shared is shared  # C
+    assert sched.start(1.0).shared is shared  # D: full
+    assert sched.joining() is None  # E needs a container of its own
+
+
+def test_two_overdue_starts_behind_a_blocked_head_leave_it_the_only_one_queued() -> None:
+    sched = overdue_node(cores=(0, 1))
+    for name in ("H0", "H1"):
+        sched.admit("huge", name, 1.0)
+        sched.start(1.0)
+    sched.admit("mid", "M0", 1.0)
+    sched.admit("mid", "M1", 1.0)
+    sched.admit("short", "S", 7.0)  # the head, with no core (overdue at 7.025)
+    assert sched.choose_overdue(7.0).payload == "M0" and sched.start(7.0).core == 0
+    assert sched.choose_overdue(7.0).payload == "M1" and sched.start(7.0).core == 1
+    assert sched.queued == 1 and sched.peek() is None
+
+
+def test_an_overdue_call_takes_its_own_share_onto_the_core() -> None:
+    known = (("huge", 30.0), ("mid", 20.0, 10.0))  # mid: half a core
+    sched = trained(Preemption(share_cores=3, overdue=0.25), (0,), known)
+    sched.admit("huge", "H", 1.0)
+    sched.start(1.0)
+    call = sched.admit("mid", "M", 1.0)
+    assert sched.choose_overdue(7.0) is call and call.share == 0.5
+    sched.start(7.0)
+    assert sched.cores_table.load[0] == 1.5
+
+
+# -- preemption: the victim --
+
+
+def two_long_and_a_short_head(resume_a: bool = False) -> tuple[NodeScheduler[str], Call[str]]:
+    """Cores 0 and 1 hold ``long`` calls A and B (A admitted first), both started at 1.0;
+    ``resume_a``: A paused and resumed at 2.0 (so met after B, its time run the same);
+    ``short`` waits with no core."""
+    sched = trained(Preemption(), cores=(0, 1))
+    a = sched.admit("long", "A", 1.0)
+    sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    if resume_a:
+        sched.pause(a, 2.0)
+        assert sched.resume(2.0) is a
+    sched.admit("short", "S", 2.0)
+    return sched, a
+
+
+def test_a_tie_between_victims_goes_to_the_one_admitted_first_in_either_order() -> None:
+    sched, a = two_long_and_a_short_head()
+    assert sched.preemption_victim(3.0) is a
+    sched, a = two_long_and_a_short_head(resume_a=True)
+    assert [c.payload for c in sched._on_core] == ["B", "A"]
+    assert sched.preemption_victim(3.0) is a
+
+
+def test_a_call_admitted_first_but_with_less_left_is_no_victim_before_one_with_more() -> None:
+    sched = trained(Preemption(), cores=(0, 1))
+    sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("mid", "M", 1.0, order=0)  # numbered before L, started after it
+    sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    assert sched.preemption_victim(2.0).payload == "L"
+
+
+def test_a_call_past_its_estimate_is_no_victim() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("short", "S", 20.0)
+    assert sched.preemption_victim(20.0) is None
+
+
+def test_pause_and_move_of_a_call_in_a_shared_container_are_refused_in_words() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1))
+    call = sched.admit("c", "C", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    assert call.core == 0
+    with pytest.raises(RuntimeError) as err:
+        sched.pause(call, 2.0)
+    assert str(err.value) == "pause() of a call that does not hold a core alone"
+    with pytest.raises(RuntimeError) as err:
+        sched.move(call, 1)
+    assert str(err.value) == "move() of a call that does not hold a core"
+
+
+def test_the_time_a_call_ran_adds_up_over_its_pauses() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    call = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.pause(call, 2.0)
+    assert sched.resume(3.0) is call
+    sched.pause(call, 5.0)
+    assert call.ran_s == 3.0 and call.ran(9.0) == 3.0
+
+
+def test_a_pause_taken_back_lets_an_earlier_paused_call_resume_first() -> None:
+    sched = trained(Preemption(max_paused=2), cores=(0, 1))
+    a = sched.admit("long", "A", 1.0)
+    b = sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    sched.admit("short", "S1", 2.0)
+    sched.pause(a, 2.0)
+    s1 = sched.start(2.0)
+    sched.admit("short", "S2", 2.0)
+    sched.pause(b, 2.0)
+    sched.unpause(b, 2.0)  # S2 could not start after all
+    sched.finish(s1, 0.1, cpu_s=0.1)
+    assert sched.peek() is None and sched.resume(2.1) is a
+
+
+def test_a_paused_call_that_ends_is_no_longer_handed_over() -> None:
+    sched = trained(Preemption(max_paused=2), cores=(0, 1))
+    a = sched.admit("long", "A", 1.0)
+    b = sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    sched.admit("short", "S1", 2.0)
+    sched.pause(b, 2.0)
+    s1 = sched.start(2.0)  # on B's core
+    sched.pause(a, 2.5)
+    sched.finish(a, None)  # shut down while paused
+    assert a.paused_at is None and sched.paused == 1
+    sched.admit("short", "S2", 3.0)
+    assert sched.peek() is None  # B resumes first, onto A's core
+    assert sched.resume(3.0) is b and b.core == 0 and s1.core == 1
+
+
+# -- preemption: moves --
+
+
+def test_no_sharing_move_while_a_call_is_paused() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1, 2))
+    calls = [sched.admit("long", name, 1.0) for name in "ABC"]
+    for _ in calls:
+        sched.start(1.0)
+    sched.admit("short", "S1", 2.0)
+    sched.pause(calls[2], 2.0)
+    sched.start(2.0)
+    sched.admit("short", "S2", 2.0)
+    assert sched.sharing_move(2.0) is None
+
+
+def three_long(share_cores: int = 2) -> NodeScheduler[str]:
+    """Cores 0, 1, 2 hold ``long`` calls A, B, C, started at 1.0; ``short`` waits."""
+    sched = trained(Preemption(share_cores=share_cores), cores=(0, 1, 2))
+    for name in "ABC":
+        sched.admit("long", name, 1.0)
+        sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    return sched
+
+
+def test_a_call_that_may_not_be_paused_is_not_moved_either() -> None:
+    sched = three_long()
+    call, core = sched.sharing_move(2.0, pausable=lambda c: c.payload != "A")
+    assert (call.payload, core) == ("B", 2)
+
+
+def test_a_sharing_move_is_not_weighed_against_a_pause_cost() -> None:
+    sched = three_long()
+    call, core = sched.sharing_move(10.5)  # 0.5 s left each, the head needs 0.1
+    assert (call.payload, core) == ("A", 1)
+
+
+def test_a_call_moves_onto_the_core_with_the_fewest_long_calls() -> None:
+    sched = trained(Preemption(share_cores=3), cores=(0, 1, 2, 3))
+    calls = {name: sched.admit("long", name, 1.0) for name in "ABCD"}
+    for _ in calls:
+        sched.start(1.0)
+    sched.move(calls["D"], 1)  # core 1: B and D; core 3 idle
+    sched.admit("short", "S", 2.0)
+    assert sched.start(2.0).core == 3
+    sched.admit("short", "S2", 2.0)
+    call, core = sched.sharing_move(2.0)
+    assert (call.payload, core) == ("A", 2)
+
+
+def six_long(moves: dict[str, int]) -> tuple[NodeScheduler[str], dict[str, Call[str]]]:
+    """Cores 0..5 held by ``long`` calls A..F, started at 1.0, then ``moves``."""
+    sched = trained(Preemption(share_cores=3), cores=range(6))
+    calls = {name: sched.admit("long", name, 1.0) for name in "ABCDEF"}
+    for _ in calls:
+        sched.start(1.0)
+    for name, core in moves.items():
+        sched.move(calls[name], core)
+    return sched, calls
+
+
+def test_spread_takes_from_the_most_loaded_core_and_the_lowest_of_equals() -> None:
+    sched, calls = six_long({"B": 0, "E": 3})  # cores 0 and 3: two each
+    assert sched.spread_move(2.0) == (calls["A"], 1)
+    sched, calls = six_long({"B": 0, "E": 3, "F": 3})  # core 3: three
+    assert sched.spread_move(2.0) == (calls["D"], 1)
+    sched, calls = six_long({"B": 0, "C": 0, "E": 3})  # core 0: three
+    assert sched.spread_move(2.0) == (calls["A"], 1)
+    assert sched.spread_move(2.0, movable=lambda c: c.payload != "A") == (calls["B"], 1)
+
+
+def test_spread_moves_only_a_call_of_the_crowded_core() -> None:
+    sched = trained(Preemption(share_cores=3), cores=range(4))
+    calls = [sched.admit("long", name, 1.0) for name in "ABC"]
+    for _ in calls:
+        sched.start(1.0)
+    sched.move(calls[1], 0)  # core 0: A and B; core 1 idle
+    sched.admit("short", "S", 2.0)
+    assert sched.start(2.0).core == 1
+    sched.finish(calls[2], 10.0, cpu_s=10.0)  # core 2 idle
+    assert sched.spread_move(2.0) == (calls[0], 2)
+
+
+def test_a_core_at_exactly_its_capacity_is_not_crowded() -> None:
+    known = (("a", 10.0, 5.0), ("b", 10.0, 6.0))  # half a core, 0.6 of one
+    sched = trained(Preemption(share_cores=2), (0, 1), known)
+    for name in "ab":
+        sched.admit(name, name, 1.0)
+        assert sched.start(1.0).core == 0
+    assert sched.cores_table.load[0] == 1.1  # 1 + the margin
+    assert sched.spread_move(2.0) is None
+
+
+def test_a_core_past_its_capacity_by_its_float_slack_only_is_not_crowded() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1), known=(("a", 10.0, 5.0),))
+    table = sched.cores_table
+    sched.admit("a", "A", 1.0)
+    assert sched.start(1.0).core == 0
+    sched.stats.finish("b", 10.0, cpu_s=0.0)
+    sched.stats.observed("b", 1.0 + table.margin + 1e-9 - 0.5)  # 0.6000000010000002
+    sched.admit("b", "B", 1.0)
+    assert sched.start(1.0).core == 0
+    assert table.load[0] == 1.0 + table.margin + 1e-9
+    assert sched.spread_move(2.0) is None
+
+
+def test_moves_are_counted_and_an_undone_one_uncounted() -> None:
+    sched = trained(Preemption(share_cores=3), cores=(0, 1, 2))
+    calls = [sched.admit("long", name, 1.0) for name in "ABC"]
+    for _ in calls:
+        sched.start(1.0)
+    assert sched.move(calls[1], 0) == 1 and calls[1].core == 0
+    assert sched.move(calls[2], 0) == 2 and calls[2].core == 0
+    assert sched.moved == 2
+    assert sched.move(calls[2], 2, undo=True) == 0 and calls[2].core == 2
+    assert sched.moved == 1
+
+
+# -- overdue calls --
+
+
+def test_an_overdue_call_goes_beside_calls_that_need_exactly_as_long() -> None:
+    sched = overdue_node(cores=(0,))
+    sched.admit("huge", "H", 1.0)
+    sched.start(1.0)
+    mid = sched.admit("mid", "M", 1.0)
+    assert sched.choose_overdue(11.0) is mid  # H has 20 s left, M needs 20
+
+
+def test_an_overdue_call_skips_running_calls_that_may_not_be_paused() -> None:
+    sched = overdue_node(cores=(0, 1))
+    for name in ("H0", "H1"):
+        sched.admit("huge", name, 1.0)
+        sched.start(1.0)
+    sched.admit("mid", "M", 1.0)
+    assert sched.choose_overdue(7.0, pausable=lambda c: c.payload != "H0") is not None
+    assert sched.start(7.0).core == 1
+
+
+def test_an_overdue_call_may_join_two_longer_calls_but_not_share_cores_of_them() -> None:
+    sched = overdue_node(cores=(0, 1, 2))
+    huge = [sched.admit("huge", f"H{i}", 1.0) for i in range(3)]
+    for _ in huge:
+        sched.start(1.0)
+    sched.move(huge[1], 0)
+    sched.move(huge[2], 0)  # core 0: three, cores 1 and 2 idle
+    for core in (1, 2):
+        sched.admit("short", "S", 1.0)
+        assert sched.start(1.0).core == core
+    sched.admit("mid", "M", 1.0)
+    assert sched.choose_overdue(7.0) is None  # core 0 holds share_cores long calls
+    sched.move(huge[2], 2, undo=True)  # core 0: two, core 2: H2 and a short call
+    assert sched.choose_overdue(7.0).payload == "M" and sched.start(7.0).core == 0
+
+
+# -- resuming --
+
+
+def test_paused_calls_past_their_estimates_resume_most_overrun_first() -> None:
+    sched = trained(Preemption(max_paused=2), cores=(0, 1))
+    a = sched.admit("mid", "A", 1.0)
+    b = sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    sched.pause(a, 7.0)  # 1 s past its 5
+    sched.pause(b, 15.0)  # 4 s past its 10
+    assert sched.resume(15.0) is b and sched.resume(15.0) is a
+
+
+def test_a_paused_call_resumes_when_nothing_waits_even_if_the_rule_waits_for_shorter() -> None:
+    sched = trained(Preemption(resume_first=False), cores=(0,))
+    call = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.pause(call, 2.0)
+    assert sched.resume(2.0) is call
+
+
+def test_a_paused_call_resumes_before_a_longer_head_when_the_rule_waits_for_shorter() -> None:
+    sched = trained(Preemption(resume_first=False), cores=(0,))
+    call = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.admit("short", "S", 2.0)
+    sched.pause(call, 2.0)  # 9 s left
+    sched.finish(sched.start(2.0), 0.1, cpu_s=0.1)
+    sched.admit("long", "L2", 2.1)  # needs 10 (the node's prior is 5.03)
+    assert sched.peek() is None and sched.resume(2.1) is call
+
+
+# -- finish and observe --
+
+
+def test_a_call_measured_without_cpu_time_leaves_a_shared_core_as_it_came() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    sched.stats.finish("w", 10.0, cpu_s=0.5)
+    calls = [sched.admit("w", f"W{i}", 1.0) for i in range(2)]
+    for _ in calls:
+        sched.start(1.0)
+    sched.finish(calls[0], 10.0)
+    assert sched.cores_table.load[0] == 0.05
+
+
+def test_a_call_without_a_duration_is_no_measurement_of_its_share() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    sched.stats.finish("f", 8.0, cpu_s=2.0)  # a quarter of a core
+    calls = [sched.admit("f", f"F{i}", 1.0) for i in range(4)]
+    for _ in calls:
+        assert sched.start(1.0).core == 0
+    sched.finish(calls[0], None, cpu_s=1.0)
+    assert 0 not in sched.cores_table.full
+    sched.finish(calls[1], 10.0, cpu_s=2.0)  # 0.2 of a core: within 0.25 + the margin
+    assert 0 not in sched.cores_table.full
+
+
+def test_a_moved_calls_estimate_is_its_time_less_a_short_wait() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1))
+    a = sched.admit("g", "A", 1.0)
+    b = sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    sched.move(a, b.core)
+    sched.finish(a, 5.0, cpu_s=2.0, waited_s=0.5)
+    assert sched.stats.expected("g") == 4.5
+    assert sched.stats.share("g") == pytest.approx(2.0 / 4.5)
+
+
+def test_calls_in_a_shared_container_or_paused_are_not_sampled() -> None:
+    sched = trained(Preemption(), cores=(0, 1))
+    sched.stats.finish("half", 10.0, cpu_s=5.0)
+    grouped = sched.admit("half", "G", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    sched.observe(grouped, recent=1.0, overall=1.0)
+    assert grouped.overrun == 0.0 and sched.cores_table.load[0] == 1.0
+    paused = sched.admit("half", "P", 1.0)
+    sched.start(1.0)
+    sched.pause(paused, 2.0)
+    sched.observe(paused, recent=1.0, overall=1.0)
+    assert paused.overrun == 0.0 and sched.stats.share("half") == 0.5
+
+
+def test_a_call_sampled_within_the_margin_over_its_run_changes_no_estimate() -> None:
+    sched = trained(Preemption(), cores=(0,))
+    sched.stats.finish("half", 10.0, cpu_s=5.0)
+    call = sched.admit("half", "H", 1.0)
+    sched.start(1.0)
+    sched.observe(call, recent=0.6, overall=0.6)  # exactly 0.5 + the margin
+    sched.observe(call, recent=0.55, overall=0.55)
+    assert sched.stats.share("half") == 0.5 and call.overrun == 0.0
+    sched.observe(call, recent=0.7, overall=0.7)
+    assert sched.stats.share("half") == 0.7
+
+
+# -- drain --
+
+
+def test_drained_calls_wait_no_more_and_a_group_with_a_container_goes_on() -> None:
+    sched = trained()
+    first = sched.admit("c", "A", 1.0, group="g", limit=3)
+    sched.start(1.0)
+    plain = sched.admit("long", "L", 1.0)
+    drained = sched.drain()
+    assert drained == [plain] and plain.waiting is False
+    sched.admit("c", "B", 2.0, group="g", limit=3)
+    assert sched.joining() is first.shared
+    sched.start(2.0)
+    assert sched.peek() is None and sched.queued == 0
+
+
+# -- the queue's stale entries --
+
+
+def one_call_per_core(cores) -> NodeScheduler[str]:
+    """A core takes one call; ``huge`` 30 s, ``io`` 20 s but light (1 s of CPU); a call is
+    overdue after a quarter of its E[p]; a paused call resumes only before longer calls."""
+    rule = Preemption(share_cores=3, overdue=0.25, resume_first=False)
+    known = (("huge", 30.0), ("io", 20.0, 1.0))
+    return trained(rule, Cores(cores, max_calls=1), known)
+
+
+def test_a_light_call_started_overdue_is_not_the_head_any_more() -> None:
+    sched = one_call_per_core((0, 1))
+    h0 = sched.admit("huge", "H0", 1.0)
+    h1 = sched.admit("huge", "H1", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    sched.admit("io", "L", 1.0)  # light, but no core takes another call
+    sched.admit("huge", "X", 1.0)
+    assert sched.choose_overdue(6.0).payload == "L" and sched.start(6.0).core == h0.core
+    sched.finish(h1, 5.0, cpu_s=5.0)
+    assert sched.peek().payload == "X"
+
+
+def test_a_paused_call_is_weighed_against_the_head_not_a_light_call_started_overdue() -> None:
+    sched = one_call_per_core((0, 1, 2))
+    calls = [sched.admit("huge", name, 1.0) for name in ("H0", "H1", "P")]
+    for _ in calls:
+        sched.start(1.0)
+    sched.admit("io", "L", 1.0)
+    sched.admit("huge", "X", 1.0)
+    assert sched.choose_overdue(6.0).payload == "L" and sched.start(6.0).core == 0
+    sched.pause(calls[2], 6.0)  # 25 s left: shorter than X, longer than L
+    assert sched.resume(6.0) is calls[2]
+
+
+def test_a_paused_call_is_weighed_against_the_head_not_a_call_that_joined_a_container() -> None:
+    known = (("long", 10.0), ("mid", 5.0), ("short", 0.1), ("c", 0.05))
+    sched = trained(Preemption(resume_first=False), (0, 1), known)
+    a = sched.admit("long", "A", 1.0)
+    sched.start(1.0)
+    sched.admit("c", "G1", 1.0, group="g", limit=2)
+    assert sched.start(1.0).core == 1  # its container holds core 1
+    sched.admit("short", "S", 2.0)
+    sched.pause(a, 2.0)  # 9 s left
+    s = sched.start(2.0)
+    sched.admit("c", "G2", 2.0, group="g", limit=2)
+    assert sched.start(2.0).shared is not None  # joins G1
+    sched.admit("mid", "M", 2.0)
+    sched.finish(s, 0.1, cpu_s=0.1)
+    assert sched.resume(2.1) is None  # M needs 5
+    assert sched.peek().payload == "M"
