@@ -61,16 +61,29 @@ class GpuConfig:
     state_dir: str | None = setting(
         None, help="where host tier files live (unset: /dev/shm when present)"
     )
+    kaas_store_mb: int = setting(
+        1024, convert=parse_memory_mb, help="kTask data layer size (host memory, by key)"
+    )
+    kaas_constant_mb: int = setting(
+        256,
+        convert=parse_memory_mb,
+        help="device memory per device for resident kTask constants (beside the models')",
+    )
+    kaas_max_wait_s: float = setting(
+        60.0, help="longest a kTask may wait for its inputs (its wait_s parameter)"
+    )
 
     def __post_init__(self) -> None:
         parse_device_spec(self.devices)
         if self.policy not in POLICIES:
             raise ValueError(f"unknown GPU policy {self.policy!r}; choose from {POLICIES}")
-        if self.memory_mb <= 0 or self.host_memory_mb <= 0 or self.max_payload_mb <= 0:
+        if min(self.memory_mb, self.host_memory_mb, self.max_payload_mb, self.kaas_store_mb) <= 0:
             raise ValueError("memory sizes must be positive")
         if not 0 < self.memory_fraction <= 1:
             raise ValueError("memory_fraction must be in (0, 1]")
         if self.o3_limit < 0 or self.max_retries < 0 or self.worker_threads < 1:
             raise ValueError("o3_limit and max_retries must be >= 0, worker_threads >= 1")
+        if self.kaas_constant_mb < 0 or self.kaas_max_wait_s < 0:
+            raise ValueError("kaas_constant_mb and kaas_max_wait_s must be >= 0")
         if self.fair_share_by not in ("function", "namespace"):
             raise ValueError("fair_share_by must be 'function' or 'namespace'")

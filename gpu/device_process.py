@@ -50,6 +50,16 @@ class Worker:
         self.resident: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}
         self.host_maps: dict[str, tuple[mmap.mmap, Any]] = {}  # GPU: pinned host tier views
+        self.kaas: Any = None  # gpu.kaas.executor.KaasWorker, made at the first kTask
+
+    def ktask(self, h: dict[str, Any]) -> dict[str, Any]:
+        """Run one kTask call (``gpu.kaas.calls.prepare``'s header); never raises."""
+        if self.kaas is None:
+            from gpu.kaas.executor import KaasWorker
+
+            self.kaas = KaasWorker(self.device)
+        reply: dict[str, Any] = self.kaas.handle(h)
+        return reply
 
     # -- start-up ----------------------------------------------------------------------------
 
@@ -321,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if op == "run":
                 reply, body = worker.run(h, payload)
+            elif op == "ktask":
+                reply = worker.ktask(h)
             elif op == "ingest":
                 reply = worker.ingest(h)
             elif op == "forget":

@@ -206,6 +206,21 @@ class DeviceWorkers:
             raise InferenceError(f"{h['error']}: {h.get('message', '')}")
         return JobResult(out, cold_s + float(h["upload_s"]), float(h["infer_s"]))
 
+    async def ktask(self, device: int, header: dict[str, Any]) -> dict[str, Any]:
+        """Send one kTask call to the device's worker (in turn with its model work); a dead
+        worker is replaced, and the call fails with WorkerCrashed (its kTask's error)."""
+        w = self.workers[device]
+        if not w.alive:
+            await self.restart(device, "found dead")
+            raise WorkerCrashed(f"gpu{device}: worker had died; its constants are gone")
+        try:
+            h, _ = await w.call(header)
+        except WorkerCrashed:
+            log.warning("GPU worker gpu%d died during a kTask; restarting it", device)
+            await self.restart(device, "crashed")
+            raise
+        return h
+
     async def forget(self, key: str) -> None:
         """The host tier dropped a model: GPU workers release their pinned views of it."""
         await asyncio.gather(

@@ -2,7 +2,9 @@
 
 Composition root of the live pool: devices (NVML or virtual), one worker process per device,
 the loader process, the host tier, the scheduler chosen by config, the dispatcher, the
-Prometheus metrics and the socket server that actions reach through ``__OW_GPU_POOL``.
+Prometheus metrics and the socket server that actions reach through ``__OW_GPU_POOL``; and
+for kTasks (``gpu.kaas``) the data layer, the constant cache and their driver, whose calls
+go to the same device workers.
 
     pool = GpuPool(GpuConfig(devices="virtual:2", memory_mb=512), registry=registry)
     await pool.start()
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import shutil
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,12 @@ from gpu.devices import DeviceSpec, Nvml, discover
 from gpu.dispatcher import Dispatcher, InferenceResult, JobResult, WorkerCrashed
 from gpu.estimates import DeviceTypePrior, Estimator
 from gpu.hosttier import HostModel, HostTier, RegistrationError
+from gpu.kaas.action import invocation
+from gpu.kaas.constants import ConstantCache
+from gpu.kaas.driver import KaasDriver
+from gpu.kaas.ktask_queue import KDevice
+from gpu.kaas.spec import TensorSpec
+from gpu.kaas.store import DataStore, StoredObject
 from gpu.metrics import PoolMetrics
 from gpu.policies import make_scheduler
 from gpu.protocol import parse_address
@@ -77,6 +86,8 @@ class GpuPool:
         self.metrics: PoolMetrics | None = None
         self._server: PoolServer | None = None
         self._started = False
+        self.kaas: KaasDriver
+        self._inline = itertools.count(1)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -147,6 +158,7 @@ class GpuPool:
             max_retries=cfg.max_retries,
             on_event=self._on_event,
         )
+        self._start_kaas([i["copy_bw"] for i in infos])
         address = cfg.address or f"unix:{self._dir / 'pool.sock'}"
         self._server = PoolServer(self, address, max_payload)
         try:
@@ -166,6 +178,8 @@ class GpuPool:
             self._server = None
         if hasattr(self, "dispatcher"):
             await self.dispatcher.close()
+        if hasattr(self, "kaas"):
+            await self.kaas.close()
         await self._teardown()
 
     async def _teardown(self) -> None:
@@ -175,6 +189,8 @@ class GpuPool:
             await self.loader.stop()
         if hasattr(self, "host"):
             self.host.close()
+        if hasattr(self, "kaas"):
+            self.kaas.store.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -239,6 +255,51 @@ class GpuPool:
             self.metrics.on_latency(res.hit, res.latency_s)
         return res
 
+    # -- kTasks (gpu.kaas): the data layer by key, and runs --------------------------------
+
+    def put(self, key: str, data: bytes, spec: TensorSpec) -> StoredObject:
+        """Store ``data`` under ``key`` (its next version); kTasks waiting for it may start."""
+        o = self.kaas.store.put(key, data, spec)
+        self.kaas.pump()
+        return o
+
+    def get(self, key: str) -> tuple[StoredObject, bytes]:
+        """The key's current version and bytes (KTaskError when it holds nothing)."""
+        return self.kaas.store.read(key)
+
+    def delete(self, key: str) -> None:
+        self.kaas.store.delete(key)
+
+    async def ktask(
+        self,
+        code: str | Mapping[str, Any],
+        params: Mapping[str, Any],
+        *,
+        function: str = "",
+        namespace: str = "",
+    ) -> dict[str, Any]:
+        """Run a kTask (a ``kaas`` action's code, bound by its invocation's parameters,
+        ``gpu.kaas.action``) and return the reply: outputs by key and version. Raises
+        ``KTaskError`` for the request's errors, ``WorkerError`` for the pool's."""
+        n = next(self._inline)
+        inv = invocation(
+            code,
+            params,
+            private=lambda key: f"{key}~inline{n}",
+            device_memory=max(d.memory_bytes for d in self.devices),
+            max_wait_s=self.config.kaas_max_wait_s,
+        )
+        client = namespace if self.config.fair_share_by == "namespace" else function
+        put = [self.kaas.store.put(key, data, spec).key for key, spec, data in inv.inline]
+        try:
+            done = await self.kaas.run(
+                inv.task, client, fetch=inv.fetch, input_timeout_s=inv.wait_s
+            )
+        finally:
+            for key in put:
+                self.kaas.store.delete(key)
+        return done.reply()
+
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "policy": self.config.policy,
@@ -264,6 +325,37 @@ class GpuPool:
         return out
 
     # -- internals -------------------------------------------------------------------------
+
+    def _start_kaas(self, copy_bw: list[float]) -> None:
+        assert self._dir is not None
+        directory = self._dir / "kaas"
+        directory.mkdir()
+        cfg = self.config
+        budgets = [min(cfg.kaas_constant_mb << 20, d.memory_bytes) for d in self.devices]
+        observer = self.metrics.on_kaas_constant if self.metrics is not None else None
+        self.kaas = KaasDriver(
+            [
+                KDevice(d.index, b, d.kind == "cuda")
+                for d, b in zip(self.devices, budgets, strict=True)
+            ],
+            DataStore(directory, cfg.kaas_store_mb << 20),
+            ConstantCache(budgets, clock=self.clock, observer=observer),
+            self._send_ktask,
+            self.clock,
+            copy_bytes_per_s=statistics.median(copy_bw) if copy_bw else 1e9,
+            input_timeout_s=cfg.kaas_max_wait_s,
+        )
+
+    async def _send_ktask(self, device: int, header: dict[str, Any]) -> dict[str, Any]:
+        assert self.backend is not None
+        try:
+            return await self.backend.ktask(device, header)
+        except WorkerCrashed:
+            if not self.scheduler.state[device].busy:  # its models went with the worker
+                self.scheduler.cache.clear_device(device, self.clock.now())
+            if self.metrics is not None:
+                self.metrics.failures.labels("worker_crash").inc()
+            raise
 
     async def _ingest(self, spec: dict[str, Any]) -> dict[str, Any]:
         assert self.loader is not None

@@ -6,6 +6,10 @@ Ops (one frame in, one frame out, per connection in order):
   ``register {key}`` + model file bytes   → size, kind (or an error such as ModelTooLarge)
   ``infer {key, batch, fn, ns}`` + input  → hit, device, timings + output bytes
   ``stats``                               → a snapshot of the pool
+  ``put {key, dtype, shape}`` + bytes     → key, version (the kTask data layer)
+  ``get {key}``                           → key, version, dtype, shape + bytes
+  ``delete {key}``                        → ok
+  ``ktask {task, params, fn, ns}``        → outputs by key and version (``gpu.kaas.action``)
 Errors come back as ``{"error": <class name>, "message": ...}``; the connection stays usable.
 """
 
@@ -19,6 +23,8 @@ from typing import Any, Protocol
 
 from gpu.dispatcher import InferenceResult
 from gpu.hosttier import HostModel
+from gpu.kaas.spec import DTYPES, KTaskError, TensorSpec
+from gpu.kaas.store import StoredObject
 from gpu.protocol import FrameError, parse_address, read_frame, write_frame
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,33 @@ class ServedPool(Protocol):
     ) -> InferenceResult: ...
 
     def snapshot(self) -> dict[str, Any]: ...
+
+    def put(self, key: str, data: bytes, spec: TensorSpec) -> StoredObject: ...
+
+    def get(self, key: str) -> tuple[StoredObject, bytes]: ...
+
+    def delete(self, key: str) -> None: ...
+
+    async def ktask(
+        self, code: Any, params: Any, *, function: str, namespace: str
+    ) -> dict[str, Any]: ...
+
+
+def _spec(h: dict[str, Any]) -> TensorSpec:
+    """A put's dtype and shape, checked (the store checks the bytes against them)."""
+    dtype, shape = h.get("dtype"), h.get("shape")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise KTaskError(f"put: unknown dtype {dtype!r}; one of {', '.join(DTYPES)}")
+    if not isinstance(shape, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise KTaskError(f"put: shape must be a list of non-negative integers, not {shape!r}")
+    return TensorSpec(tuple(shape), dtype)
+
+
+def _described(o: StoredObject) -> dict[str, Any]:
+    return {"ok": True, "key": o.key, "version": o.version, "dtype": o.spec.dtype,
+            "shape": list(o.spec.shape)}  # fmt: skip
 
 
 class PoolServer:
@@ -139,6 +172,22 @@ class PoolServer:
                 }, res.output or b""
             if op == "stats":
                 return pool.snapshot(), b""
+            if op == "put":
+                return _described(pool.put(str(h["key"]), payload, _spec(h))), b""
+            if op == "get":
+                o, data = pool.get(str(h["key"]))
+                return _described(o), data
+            if op == "delete":
+                pool.delete(str(h["key"]))
+                return {"ok": True}, b""
+            if op == "ktask":
+                reply = await pool.ktask(
+                    h.get("task"),
+                    h.get("params", {}),
+                    function=str(h.get("fn", "")),
+                    namespace=str(h.get("ns", "")),
+                )
+                return {"ok": True, **reply}, b""
             return {"error": "BadOp", "message": f"unknown op {op!r}"}, b""
         except asyncio.CancelledError:
             raise

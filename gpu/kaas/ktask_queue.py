@@ -38,6 +38,7 @@ class Waiting:
     task: KTask
     client: str
     arrived: float
+    timeout_s: float  # how long it may wait for its inputs
 
 
 @dataclass(frozen=True)
@@ -106,10 +107,18 @@ class KTaskQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def submit(self, task: KTask, client: str = "") -> int:
+    def submit(self, task: KTask, client: str = "", input_timeout_s: float | None = None) -> int:
+        """Queue ``task``; it may wait ``input_timeout_s`` (default: the queue's) for its
+        inputs, 0 meaning they must be in the data layer now."""
         self._next += 1
-        self._waiting.append(Waiting(self._next, task, client, self.clock.now()))
+        timeout = self.input_timeout_s if input_timeout_s is None else input_timeout_s
+        self._waiting.append(Waiting(self._next, task, client, self.clock.now(), timeout))
         return self._next
+
+    def next_deadline(self) -> float | None:
+        """When the first waiting kTask runs out of time for its inputs (a driver calls
+        ``schedule`` then, as nothing else may)."""
+        return min((w.arrived + w.timeout_s for w in self._waiting), default=None)
 
     def backlog(self, device: int) -> float:
         return self._devices[device].backlog_s
@@ -142,13 +151,14 @@ class KTaskQueue:
                 decisions.append(Refuse(w.id, str(e)))
                 continue
             if p.device is None:
-                if now - w.arrived >= self.input_timeout_s:
+                if now - w.arrived >= w.timeout_s:
                     keys = ", ".join(repr(k) for k in p.waiting_for)
+                    when = f"after {w.timeout_s:g} s" if w.timeout_s > 0 else "when it arrived"
                     decisions.append(
                         Refuse(
                             w.id,
                             f"the kTask's inputs {keys} were not in the data layer (at the "
-                            f"versions it names) after {self.input_timeout_s:g} s",
+                            f"versions it names) {when}",
                         )
                     )
                 else:
