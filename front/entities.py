@@ -14,6 +14,9 @@ from typing import Any
 
 from front.http import BadRequest
 from front.names import valid_name
+from gpu.kaas.action import KIND as KAAS
+from gpu.kaas.action import validate as validate_ktask
+from gpu.kaas.spec import KTaskError
 from whisk.protocol.actions import resolve_kind, valid_image
 from whisk.protocol.controller import action_document
 from whisk.protocol.records import StatusCode
@@ -156,10 +159,12 @@ def new_action_document(
             if components is None:
                 raise BadRequest("No component specified for the sequence.")
             code, image, binary, main = None, None, False, None
-        elif kind != "blackbox" and kind not in kinds:
-            raise BadRequest(f"kind '{exec_['kind']}' not in {sorted(kinds)}")
+        elif kind not in ("blackbox", KAAS) and kind not in kinds:
+            raise BadRequest(f"kind '{exec_['kind']}' not in {sorted({*kinds, KAAS})}")
         else:
             code, image, binary, main = _exec_fields(exec_, kind)
+            if kind == KAAS:
+                _check_ktask(code, bool(binary))
     else:
         assert old is not None  # refused above: no exec and nothing to update
         old_exec = old["exec"]
@@ -235,6 +240,17 @@ def _exec_fields(
         raise BadRequest("The request content was malformed: exec.code is required.")
     main = exec_.get("main")
     return code, image if kind == "blackbox" else None, bool(binary), main
+
+
+def _check_ktask(code: bytes | None, binary: bool) -> None:
+    """A ``kaas`` action's code is a kTask graph: refused at create time when it is not
+    one, with the graph's own error (``gpu.kaas.format``), not at its first invocation."""
+    try:
+        if binary or code is None:
+            raise KTaskError("the code must be the kTask's JSON text, not a binary")
+        validate_ktask(code.decode("utf-8"))
+    except (KTaskError, UnicodeDecodeError) as e:
+        raise BadRequest(f"The kTask of this kaas action is not valid: {e}") from None
 
 
 def _looks_zip(code: str) -> bool:

@@ -28,7 +28,7 @@ from invoker.activation import ActivationRunner, Job
 from invoker.activation import Outcome as ActivationOutcome
 from invoker.calltimes import CallTimes
 from invoker.config import InvokerConfig
-from invoker.gpu import GpuPoolHandle, is_gpu_action
+from invoker.gpu import GpuPoolHandle, is_gpu_action, is_kaas_action, run_ktask
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
@@ -44,13 +44,14 @@ from whisk.protocol import (
     InvokerInstance,
     ProtocolError,
     StatusCode,
+    activation_record,
     dumps,
     parse_activation,
     ping_message,
 )
 from whisk.protocol.errors import INTERNAL
 from whisk.protocol.limits import check_user_limits, payload_limit
-from whisk.protocol.runtime import unsupported_encryption
+from whisk.protocol.runtime import split_content, unsupported_encryption
 from whisk.store import Store, StoreError
 from whisk.store.records import RecordWriter
 from whisk.supervisor import Supervisor
@@ -597,6 +598,8 @@ class Invoker:
         if problem is not None:
             response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, problem)
             return self.runner.answer_unrun(job, response)
+        if is_kaas_action(action):  # a kTask: the GPU pool runs it, no container, no core
+            return self._run_ktask(job)
         queue = self.scheduler
         if self.gpu_pool is not None and is_gpu_action(action):
             job.platform_env = self.gpu_pool.action_env()
@@ -612,6 +615,27 @@ class Invoker:
             job.compact()
         self._wake()
         return None
+
+    async def _run_ktask(self, job: Job) -> None:
+        """Run a ``kaas`` action's call on the GPU pool and answer it as a ran activation."""
+        msg, action = job.msg, job.action
+        start_ms = self.clock.epoch_ms()
+        params, _ = split_content(msg)
+        response, timed_out = await run_ktask(
+            self.gpu_pool, action, params, max_payload=job.max_payload
+        )
+        record = activation_record(
+            msg,
+            action,
+            start_ms=start_ms,
+            end_ms=self.clock.epoch_ms(),
+            response=response,
+            logs=[],
+            init_time_ms=None,
+            wait_time_ms=max(0, start_ms - int(msg.transaction_start_ms)),
+            timed_out=timed_out,
+        )
+        await self.runner.answer_fallback(msg.partial(), record, msg)
 
     async def _finished_before(self, msg: ActivationMessage) -> bool | None:
         """For a re-delivered message: was it finished before a crash (its record stored or

@@ -44,9 +44,11 @@ async def platform(
     backend: ContainerBackend,
     state_dir: Path,
     front_options: dict[str, Any] | None = None,
+    gpu_pool: Any = None,
     **config: Any,
 ):
-    """``front_options``: more of :func:`start_front`'s keyword arguments."""
+    """``front_options``: more of :func:`start_front`'s keyword arguments; ``gpu_pool``: the
+    invoker's GPU pool (started and stopped by the invoker)."""
     clock = SystemClock()
     cfg = InvokerConfig(state_dir=str(state_dir), **config)
     front = await start_front(
@@ -61,7 +63,7 @@ async def platform(
         state_dir=state_dir,
         **(front_options or {}),
     )
-    invoker = Invoker(cfg, bus=bus, store=store, backend=backend, clock=clock)
+    invoker = Invoker(cfg, bus=bus, store=store, backend=backend, clock=clock, gpu_pool=gpu_pool)
     await invoker.start()
     http = aiohttp.ClientSession(headers={"Authorization": basic_auth(GUEST_AUTH)})
     try:

@@ -1,0 +1,155 @@
+"""``kaas`` actions through the embedded front: the kTask graph is the action's code, checked
+at create time; an invocation runs it on the invoker's GPU pool (virtual devices, real worker
+processes), without a container; results against numpy; the request's errors as OpenWhisk's
+application and developer errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
+
+from containers.process import ProcessBackend
+from gpu.config import GpuConfig
+from gpu.kaas import examples
+from gpu.kaas.client import KaasClient
+from gpu.pool import GpuPool
+from tests.front.conftest import NS, activation, invoke
+from tests.front.platform import Platform, platform
+from tests.gpu import kaas_cases as cases
+from whisk.bus.memory import MemoryBus
+from whisk.store.embedded import EmbeddedStore
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+async def gpu_live() -> AsyncIterator[Platform]:
+    state = Path(tempfile.mkdtemp(prefix="owkaas-", dir="/var/tmp"))
+    store = EmbeddedStore(state / "db.sqlite3")
+    backend = ProcessBackend(state / "containers", f"wskk{uuid.uuid4().hex[:6]}")
+    pool = GpuPool(GpuConfig(devices="virtual:2", memory_mb=64))
+    try:
+        async with platform(
+            bus=MemoryBus(),
+            store=store,
+            backend=backend,
+            state_dir=state,
+            gpu_pool=pool,
+            policy="fifo",
+            action_cores=(0,),
+        ) as plat:
+            yield plat
+    finally:
+        await store.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+async def create(p: Platform, name: str, code: str) -> tuple[int, dict]:
+    body = {"exec": {"kind": "kaas", "code": code}}
+    return await p.call("PUT", f"{NS}/actions/{name}?overwrite=true", json=body)
+
+
+def client(p: Platform) -> KaasClient:
+    assert p.invoker.gpu_pool is not None
+    return KaasClient(p.invoker.gpu_pool.address)
+
+
+async def put(p: Platform, key: str, a: np.ndarray) -> None:
+    await asyncio.to_thread(client(p).put, key, a.tobytes(), a.dtype.name, a.shape)
+
+
+async def get(p: Platform, key: str) -> np.ndarray:
+    meta, data = await asyncio.to_thread(client(p).get, key)
+    return cases.as_array(meta, data)
+
+
+def starts(p: Platform) -> int:
+    return p.invoker.pool.cold_starts + p.invoker.pool.warm_starts
+
+
+async def test_knn_and_cgemm_actions_run_on_the_pool(gpu_live: Platform):
+    p = gpu_live
+    before = starts(p)  # (the front's health action may have run in one)
+    status, doc = await create(p, "knn", cases.knn_action())
+    assert status == 200, doc
+    assert doc["exec"]["kind"] == "kaas"
+    a, x0 = cases.graph(), cases.start(vertices=(0, 5))
+    await put(p, "graph/A", a)
+    runs = []
+    for hops in (2, 3):
+        payload = {"inputs": {"x0": x0.tolist()}, "hops": hops, "fetch": ["visited"]}
+        status, rec = await invoke(p, "knn", payload)
+        assert status == 200, rec
+        runs.append(rec)
+        got = np.array(rec["response"]["result"]["values"]["visited"], np.float32)
+        np.testing.assert_array_equal(got, cases.knn_expected(a, x0, hops))
+    first, second = (r["response"]["result"] for r in runs)
+    assert first["outputs"]["visited"] == {"key": "knn/visited", "version": 1}
+    assert second["outputs"]["visited"] == {"key": "knn/visited", "version": 2}
+    assert second["constants"] == {"hits": 1, "misses": 0}  # A stayed on its device
+    np.testing.assert_array_equal(await get(p, "knn/visited"), cases.knn_expected(a, x0, 3))
+    stored = await activation(p, runs[1]["activationId"])
+    assert stored["response"]["status"] == "success"
+    assert {"key": "kind", "value": "kaas"} in stored["annotations"]
+
+    status, doc = await create(p, "cgemm", cases.cgemm_action())
+    assert status == 200, doc
+    d = cases.cgemm_data()
+    for part, key in cases.CGEMM_KEYS.items():
+        await put(p, key, d[part])
+    status, rec = await invoke(p, "cgemm", {"keys": {"Yr": "mine/re", "Yi": "mine/im"}})
+    assert status == 200, rec
+    assert rec["response"]["result"]["outputs"]["Yr"] == {"key": "mine/re", "version": 1}
+    y = await get(p, "mine/re") + 1j * await get(p, "mine/im")
+    np.testing.assert_allclose(y, cases.cgemm_expected(d), rtol=1e-4, atol=1e-4)
+    assert starts(p) == before  # no container for any of them
+
+
+async def test_a_bad_graph_is_refused_at_create(gpu_live: Platform):
+    doc = examples.knn(4, 2)
+    doc["kernels"][0]["kernel"] = "matmull"
+    status, body = await create(gpu_live, "bad", json.dumps(doc))
+    assert status == 400
+    assert "not valid" in body["error"] and "'matmull'" in body["error"], body
+    assert "did you mean 'matmul'" in body["error"], body
+    status, body = await create(gpu_live, "notjson", "function main() {}")
+    assert status == 400 and "kTask JSON document" in body["error"], body
+    status, _ = await gpu_live.call("GET", f"{NS}/actions/bad")
+    assert status == 404
+
+
+async def test_request_errors_are_application_errors(gpu_live: Platform):
+    p = gpu_live
+    assert (await create(p, "knn", cases.knn_action()))[0] == 200
+    status, rec = await invoke(p, "knn", {"inputs": {"x0": cases.start().tolist()}})
+    assert status == 502
+    assert rec["response"]["status"] == "application error"
+    assert "inputs 'graph/A' were not in the data layer" in rec["response"]["result"]["error"]
+    status, rec = await invoke(p, "knn", {"hops": 0})
+    assert status == 502 and "'iterations'" in rec["response"]["result"]["error"]
+    # a kernel that fails on the device: CSR indices beyond the vector
+    n = 4
+    assert (await create(p, "sparse", json.dumps(examples.knn(n, 1, sparse_nnz=2))))[0] == 200
+    await put(p, "graph/A/indptr", np.array([0, 1, 2, 2, 2], np.int64))
+    await put(p, "graph/A/indices", np.array([1, 99], np.int64))
+    await put(p, "graph/A/values", np.ones(2, np.float32))
+    await put(p, "knn/start", cases.start(n))
+    status, rec = await invoke(p, "sparse")
+    assert status == 502 and rec["response"]["status"] == "application error"
+    assert "kernel 'hop' (csr_matvec) failed" in rec["response"]["result"]["error"]
+    await put(p, "graph/A/indices", np.array([1, 2], np.int64))
+    status, rec = await invoke(p, "sparse", {"fetch": True})  # the worker serves on
+    assert status == 200 and rec["response"]["result"]["values"]["visited"] == [1, 0, 0, 0]
+    pool = p.invoker.gpu_pool
+    assert isinstance(pool, GpuPool)
+    assert all(d["restarts"] == 0 for d in pool.snapshot()["devices"])
