@@ -108,6 +108,15 @@ class WorkerProcess:
                     f"{self.name}: worker pid {proc.pid} died (exit {proc.returncode})"
                 ) from e
 
+    async def replace(self, clock: Clock) -> float:
+        """Kill the process and start a fresh one once the call in flight (another kind of
+        work on the same device, a kTask) has its answer; returns the seconds it took."""
+        async with self._lock:
+            await self.kill()
+            t0 = clock.now()
+            await self.start()
+            return clock.now() - t0
+
     async def stop(self, grace_s: float = 5.0) -> None:
         proc = self.proc
         if proc is None or proc.returncode is not None:
@@ -163,14 +172,11 @@ class DeviceWorkers:
 
     async def restart(self, device: int, reason: str) -> float:
         """Replace a device's worker; returns how long the new one took to become ready."""
-        w = self.workers[device]
-        await w.kill()
-        t0 = self.clock.now()
-        await w.start()
+        took = await self.workers[device].replace(self.clock)
         self.restarts[device] += 1
         if self.on_restart is not None:
             self.on_restart(device, reason)
-        return self.clock.now() - t0
+        return took
 
     async def execute(self, dispatch: Dispatch) -> JobResult:
         d = dispatch.device

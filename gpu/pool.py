@@ -290,8 +290,10 @@ class GpuPool:
             max_wait_s=self.config.kaas_max_wait_s,
         )
         client = namespace if self.config.fair_share_by == "namespace" else function
-        put = [self.kaas.store.put(key, data, spec).key for key, spec, data in inv.inline]
+        put: list[str] = []
         try:
+            for key, spec, data in inv.inline:
+                put.append(self.kaas.store.put(key, data, spec).key)
             done = await self.kaas.run(
                 inv.task, client, fetch=inv.fetch, input_timeout_s=inv.wait_s
             )

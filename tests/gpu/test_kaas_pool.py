@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -109,3 +111,31 @@ async def test_the_requests_errors_leave_the_workers_serving(pool: GpuPool):
     assert out["values"]["visited"] == [1.0, 0.0, 0.0, 0.0]  # edges 1 -> 0 and 2 -> 1 only
     assert all(dev["restarts"] == 0 for dev in pool.snapshot()["devices"])
     assert pool.kaas.runs >= 1 and pool.kaas.failures >= 1
+
+
+async def test_a_worker_killed_during_a_ktask_is_replaced_and_serves_the_next(pool: GpuPool):
+    c = KaasClient(pool.address)
+    a = cases.graph(256)
+    await call(c.put, "graph/A", a.tobytes(), "float32", a.shape)
+    await call(c.put, "knn/start", cases.start(256).tobytes(), "float32", [256])
+    doc = json.loads(cases.knn_action(256))
+    long_run = asyncio.ensure_future(call(c.run, doc, {"hops": 1_000_000}))
+    for _ in range(200):  # until a device's worker is busy with it
+        await asyncio.sleep(0.05)
+        busy = [i for i, t in pool.kaas._tails.items() if not t.done()]
+        if busy:
+            break
+    assert busy, "the kTask never started"
+    device = busy[0]
+    assert pool.backend is not None
+    pid = pool.backend.workers[device].pid
+    await asyncio.sleep(0.3)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(KaasClientError) as e:
+        await asyncio.wait_for(long_run, 60)
+    assert e.value.kind == "WorkerError" and "died" in e.value.message
+    assert pool.snapshot()["devices"][device]["restarts"] == 1
+    out = await call(c.run, doc, {"hops": 2, "fetch": True})  # the constant is loaded again
+    np.testing.assert_array_equal(
+        out["values"]["visited"], cases.knn_expected(a, cases.start(256), 2)
+    )
