@@ -324,6 +324,19 @@ class GpuPool:
             "pending": self.scheduler.pending,
         }
         out.update(self.stats.summary(self.clock.now()))
+        if hasattr(self, "kaas"):
+            k = self.kaas
+            out["kaas"] = {
+                "keys": len(k.store),
+                "bytes": k.store.used,
+                "evictions": k.store.evictions,
+                "waiting": len(k.queue),
+                "runs": k.runs,
+                "failed": k.failures,
+                "constants": [k.constants.resident(d.index) for d in self.devices],
+                "constant_hits": k.constants.hits,
+                "constant_misses": k.constants.misses,
+            }
         return out
 
     # -- internals -------------------------------------------------------------------------

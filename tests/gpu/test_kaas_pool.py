@@ -66,6 +66,12 @@ async def test_knn_and_cgemm_run_on_the_device_workers(pool: GpuPool):
     np.testing.assert_allclose(got[0] + 1j * got[1], cases.cgemm_expected(d), rtol=1e-4, atol=1e-4)
     snap = pool.snapshot()
     assert all(dev["restarts"] == 0 for dev in snap["devices"])
+    kaas = snap["kaas"]
+    assert kaas["runs"] == 3 and kaas["failed"] == 0 and kaas["waiting"] == 0
+    assert kaas["constant_hits"] == 1 and kaas["constant_misses"] == 3  # A, then Wr and Wi
+    assert sorted(ck for held in kaas["constants"] for ck in held) == [
+        "cgemm/W/im@1", "cgemm/W/re@1", "graph/A@1"
+    ]  # fmt: skip
     text = generate_latest(pool.registry).decode()  # type: ignore[arg-type]
     assert 'owgpu_kaas_constant_lookups_total{outcome="hit"} 1.0' in text
 
