@@ -111,11 +111,7 @@ class FunctionStats:
         latest = self._latest
         if received > latest:
             self._latest = latest = received
-        fn = self._functions.get(function)
-        if fn is None:
-            fn = self._get(function)
-        else:
-            self._functions.move_to_end(function)
+        fn = self._get(function)
         previous = fn.last_received
         if previous is None or previous > received:  # first call, or received out of order
             previous = received

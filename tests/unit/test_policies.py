@@ -60,6 +60,50 @@ def test_statistics_are_bounded():
     assert s.prior() == pytest.approx((7 + 8 + 9) / 3)
 
 
+def test_an_arrival_exactly_window_s_before_the_latest_is_out_of_the_window():
+    s = FunctionStats(window_s=60)
+    s.arrive("f", 0.0)
+    assert s.arrive("f", 60.0).recent_calls == 1  # the window is (0, 60]: 0 is out
+    assert s.arrive("f", 119.5).recent_calls == 2  # (59.5, 119.5] holds 60 and 119.5
+
+
+def test_a_call_received_a_window_before_the_latest_counts_itself():
+    s = FunctionStats(window_s=60)
+    s.arrive("f", 100.0)
+    late = s.arrive("g", 10.0)  # out of g's window (40, 100] as soon as it is recorded
+    assert (late.received, late.previous_received, late.recent_calls) == (10.0, 10.0, 1)
+    assert s.snapshot()["g"]["recent_calls"] == 0
+
+
+def test_an_arrival_expects_the_mean_of_its_function_finished_calls():
+    s = FunctionStats()
+    s.finish("f", 1.0)
+    s.finish("f", 4.0)
+    s.finish("g", 10.0)
+    assert s.arrive("f", 0.0).expected == 2.5
+    assert s.arrive("new", 0.0).expected == 6.25  # the prior: (2.5 + 10) / 2
+
+
+def test_the_prior_follows_a_known_function_s_new_mean():
+    s = FunctionStats()
+    s.finish("f", 1.0)
+    s.finish("f", 3.0)  # f's mean goes from 1 to 2: its old mean leaves the sum
+    assert s.prior() == 2.0
+    s.finish("g", 4.0)
+    assert s.prior() == 3.0
+    assert s.expected("new") == 3.0
+
+
+def test_the_snapshot_shows_each_function_s_mean_and_the_prior_for_one_not_finished():
+    s = FunctionStats()
+    s.finish("f", 1.0)
+    s.finish("h", 3.0)
+    s.arrive("g", 5.0)  # arrived, never finished: the prior, (1 + 3) / 2
+    snap = s.snapshot()
+    assert [snap[n]["expected_s"] for n in ("f", "h", "g")] == [1.0, 3.0, 2.0]
+    assert [snap[n]["samples"] for n in ("f", "h", "g")] == [1, 1, 0]
+
+
 def test_scheduler_orders_by_priority_then_arrival_and_limits_cores():
     sched = NodeScheduler(SEPT, cores=[1, 2])
     sched.stats.finish("long", 5.0)
