@@ -88,7 +88,10 @@ class SimulatedCpu:
         groups: dict[frozenset[int], list[_Job]] = {}
         for job in self._jobs.values():
             groups.setdefault(job.group, []).append(job)
-        factor = {g: stretch(jobs, len(g)) for g, jobs in groups.items()}
+        # No more calls than cores: their demand fits (each needs at most one core).
+        factor = {
+            g: 1.0 if len(jobs) <= len(g) else stretch(jobs, len(g)) for g, jobs in groups.items()
+        }
         return {
             jid: 1.0 / (job.wait + job.cpu * factor[job.group]) for jid, job in self._jobs.items()
         }

@@ -99,15 +99,17 @@ class _JumpingSelector(selectors.DefaultSelector):
                 raise VirtualTimeStalled(message)
         else:
             self._seen, self._same = now, 0
-        # With callbacks ready (timeout 0) and nothing registered but the loop's own wakeup
-        # pipe, there is nothing to poll for: a thread's call_soon_threadsafe is in the
-        # ready queue already, and the pipe is read before time moves (most iterations of
-        # a simulation have callbacks ready; a system call each was a good part of them).
-        if timeout != 0 or self._registered > 1:
+        # With nothing registered but the loop's own wakeup pipe there is nothing to poll
+        # for: a thread's call_soon_threadsafe puts its callback in the ready queue before
+        # it writes to the pipe, so the queue tells whether one came in since the loop
+        # looked, and time does not move past it (a system call per iteration was a good
+        # part of a simulation's work; the pipe's bytes, unread, are dropped when it is
+        # full, as asyncio does).
+        if self._registered > 1:
             ready = super().select(0)
             if ready:
                 return ready
-        else:
+        elif timeout == 0 or (self.loop is not None and self.loop._ready):  # type: ignore[attr-defined]
             return []
         if timeout is None:
             # Nothing is scheduled and nothing can wake us: a simulation deadlock.
