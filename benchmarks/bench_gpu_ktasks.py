@@ -85,7 +85,7 @@ async def prepare(pool: GpuPool, way: str, clients: int, m: int, k: int, n: int)
         if way == "ktask":
             for part, w in (("re", wr), ("im", wi)):
                 pool.put(f"c{c}/W/{part}", w.tobytes(), TensorSpec((k, n), "float32"))
-            out.append(examples.cgemm(m, k, n, weights=f"c{c}/W", x=f"c{c}/X", y=f"c{c}/Y"))
+            out.append(examples.cgemm(m, k, n, weights="W", x="X", y="Y"))  # under c{c}/
         else:
             data = module_bytes(wr, wi)
             key = content_key(data)
@@ -111,9 +111,9 @@ async def point(
             if way == "ktask":
                 pool.put(f"c{c}/X/re", xr.tobytes(), spec)
                 pool.put(f"c{c}/X/im", xi.tobytes(), spec)
-                reply = await pool.ktask(jobs[c], {}, function=f"client-{c}")
+                reply = await pool.ktask(jobs[c], {}, namespace=f"c{c}", function=f"client-{c}")
                 for out in reply["outputs"].values():
-                    pool.get(out["key"])
+                    pool.get(f"c{c}/{out['key']}")  # the namespace's keys, as an operator
             else:
                 await pool.infer(jobs[c], payload, function=f"client-{c}")
             lat.append(time.perf_counter() - s)

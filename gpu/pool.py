@@ -39,13 +39,13 @@ from gpu.kaas.action import invocation
 from gpu.kaas.constants import ConstantCache
 from gpu.kaas.driver import KaasDriver
 from gpu.kaas.ktask_queue import KDevice
-from gpu.kaas.spec import TensorSpec
+from gpu.kaas.spec import KTaskError, TensorSpec
 from gpu.kaas.store import DataStore, StoredObject
 from gpu.metrics import PoolMetrics
 from gpu.policies import make_scheduler
 from gpu.protocol import parse_address
 from gpu.scheduler import DeviceSlot, Dispatch, GpuScheduler, Request
-from gpu.server import PoolServer
+from gpu.server import OPERATOR, PoolServer
 from gpu.stats import PoolStats
 from whisk.clock import Clock, SystemClock
 
@@ -85,6 +85,8 @@ class GpuPool:
         self.stats: PoolStats
         self.metrics: PoolMetrics | None = None
         self._server: PoolServer | None = None
+        self._data_server: PoolServer | None = None
+        self._data_address = ""
         self._started = False
         self.kaas: KaasDriver
         self._inline = itertools.count(1)
@@ -161,8 +163,15 @@ class GpuPool:
         self._start_kaas([i["copy_bw"] for i in infos])
         address = cfg.address or f"unix:{self._dir / 'pool.sock'}"
         self._server = PoolServer(self, address, max_payload)
+        operator = self._dir / "operator"  # never shared into a sandbox, unlike pool.sock
+        operator.mkdir(mode=0o700)
+        operator.chmod(0o700)  # whatever the umask
+        self._data_server = PoolServer(
+            self, f"unix:{operator / 'data.sock'}", max_payload, role=OPERATOR, mode=0o600
+        )
         try:
             self._address = await self._server.start()
+            self._data_address = await self._data_server.start()
         except BaseException:
             await self._teardown()
             raise
@@ -173,9 +182,10 @@ class GpuPool:
         if not self._started and self._dir is None:
             return
         self._started = False
-        if self._server is not None:
-            await self._server.stop()
-            self._server = None
+        for server in (self._server, self._data_server):
+            if server is not None:
+                await server.stop()
+        self._server = self._data_server = None
         if hasattr(self, "dispatcher"):
             await self.dispatcher.close()
         if hasattr(self, "kaas"):
@@ -210,6 +220,14 @@ class GpuPool:
     def address(self) -> str:
         """``unix:/path`` or ``tcp:127.0.0.1:PORT``, valid after ``start``."""
         return self._address
+
+    @property
+    def data_address(self) -> str:
+        """The operator's socket for the kTask data layer (``unix:/path``, valid after
+        ``start``): a 0600 socket in a 0700 directory of the pool's state directory, which no
+        sandbox gets (they get ``address``, which refuses data ops). Keys on it are absolute:
+        alice's kaas actions read ``graph/A`` where the operator put ``alice/graph/A``."""
+        return self._data_address
 
     def action_env(self) -> dict[str, str]:
         """Extra init environment for an action marked ``gpu``."""
@@ -275,16 +293,20 @@ class GpuPool:
         code: str | Mapping[str, Any],
         params: Mapping[str, Any],
         *,
+        namespace: str,
         function: str = "",
-        namespace: str = "",
     ) -> dict[str, Any]:
         """Run a kTask (a ``kaas`` action's code, bound by its invocation's parameters,
-        ``gpu.kaas.action``) and return the reply: outputs by key and version. Raises
-        ``KTaskError`` for the request's errors, ``WorkerError`` for the pool's."""
+        ``gpu.kaas.action``) for ``namespace``, the caller's (trusted: the invoker's, never
+        a sandbox's word), and return the reply: outputs by key and version. Every key is
+        stored under the namespace (``namespace/key``); the reply and errors name keys as
+        the caller wrote them. Raises ``KTaskError`` for the request's errors,
+        ``WorkerError`` for the pool's."""
         n = next(self._inline)
         inv = invocation(
             code,
             params,
+            namespace=namespace,
             private=lambda key: f"{key}~inline{n}",
             device_memory=max(d.memory_bytes for d in self.devices),
             max_wait_s=self.config.kaas_max_wait_s,
@@ -297,10 +319,12 @@ class GpuPool:
             done = await self.kaas.run(
                 inv.task, client, fetch=inv.fetch, input_timeout_s=inv.wait_s
             )
+        except KTaskError as e:
+            raise KTaskError(inv.message(str(e))) from None
         finally:
             for key in put:
                 self.kaas.store.delete(key)
-        return done.reply()
+        return inv.reply(done.reply())
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -1,16 +1,24 @@
-"""The socket actions talk to: register a model file once, then send inference inputs.
+"""The pool's sockets: the one actions talk to (register a model file once, then send
+inference inputs), and the operator's, for the kTask data layer.
 
-Ops (one frame in, one frame out, per connection in order):
+Ops on the shared socket (``SHARED``: bound into every GPU action's sandbox), one frame in,
+one frame out, per connection in order:
   ``hello``                               → policy, devices
   ``lookup {key}``                        → known, size
   ``register {key}`` + model file bytes   → size, kind (or an error such as ModelTooLarge)
   ``infer {key, batch, fn, ns}`` + input  → hit, device, timings + output bytes
   ``stats``                               → a snapshot of the pool
+Ops on the operator socket (``OPERATOR``: in the pool's private directory, no sandbox gets it),
+keys absolute (``alice/graph/A`` is what alice's kaas actions read as ``graph/A``):
+  ``hello``
   ``put {key, dtype, shape}`` + bytes     → key, version (the kTask data layer)
   ``get {key}``                           → key, version, dtype, shape + bytes
   ``delete {key}``                        → ok
-  ``ktask {task, params, fn, ns}``        → outputs by key and version (``gpu.kaas.action``)
-Errors come back as ``{"error": <class name>, "message": ...}``; the connection stays usable.
+The shared socket refuses ``put``, ``get``, ``delete`` and ``ktask`` (``Forbidden``): it has no
+caller identity, so it cannot tell one tenant's keys from another's; a tenant reaches the data
+layer through a kaas action (``inputs``, ``fetch``), whose keys the invoker scopes to its
+namespace. Errors come back as ``{"error": <class name>, "message": ...}``; the connection
+stays usable.
 """
 
 from __future__ import annotations
@@ -60,9 +68,22 @@ class ServedPool(Protocol):
 
     def delete(self, key: str) -> None: ...
 
-    async def ktask(
-        self, code: Any, params: Any, *, function: str, namespace: str
-    ) -> dict[str, Any]: ...
+
+SHARED = "shared"
+OPERATOR = "operator"
+DATA_OPS = ("put", "get", "delete")
+_OPERATOR_OPS = ("hello", *DATA_OPS)
+
+
+def refusal(op: str) -> str:
+    """Why the shared socket will not do a data-layer op."""
+    return (
+        f"op {op!r} is refused on this socket: it is shared by every tenant's GPU-action "
+        "sandbox and carries no caller identity, so it cannot tell whose keys are whose. "
+        "A kaas action reads and writes the data layer under its caller's namespace (its "
+        "invocation's 'inputs', 'keys' and 'fetch'); the node's operator uses the pool's "
+        "operator socket (GpuPool.data_address)"
+    )
 
 
 def _spec(h: dict[str, Any]) -> TensorSpec:
@@ -83,10 +104,25 @@ def _described(o: StoredObject) -> dict[str, Any]:
 
 
 class PoolServer:
-    def __init__(self, pool: ServedPool, address: str, max_payload: int) -> None:
+    """``role``: ``SHARED`` (models; data ops refused) or ``OPERATOR`` (data ops only).
+    ``mode``: the Unix socket's permissions (the operator's: 0600, its owner only)."""
+
+    def __init__(
+        self,
+        pool: ServedPool,
+        address: str,
+        max_payload: int,
+        *,
+        role: str = SHARED,
+        mode: int = 0o660,
+    ) -> None:
+        if role not in (SHARED, OPERATOR):
+            raise ValueError(f"unknown socket role {role!r}")
         self.pool = pool
         self.address = address
         self.max_payload = max_payload
+        self.role = role
+        self.mode = mode
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
@@ -97,7 +133,7 @@ class PoolServer:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target)
             self._server = await asyncio.start_unix_server(self._serve, path=target)
-            os.chmod(target, 0o660)
+            os.chmod(target, self.mode)
         else:
             assert not isinstance(target, str)
             host, port = target
@@ -144,6 +180,11 @@ class PoolServer:
     async def _handle(self, h: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         op = h.get("op")
         pool = self.pool
+        if self.role == SHARED and op in (*DATA_OPS, "ktask"):
+            return {"error": "Forbidden", "message": refusal(str(op))}, b""
+        if self.role == OPERATOR and op not in _OPERATOR_OPS:
+            message = f"op {op!r}: the operator socket serves {', '.join(_OPERATOR_OPS)} only"
+            return {"error": "BadOp", "message": message}, b""
         try:
             if op == "hello":
                 return {"ok": True, "policy": pool.policy, "devices": pool.device_count}, b""
@@ -171,7 +212,12 @@ class PoolServer:
                     "latency_s": res.latency_s,
                 }, res.output or b""
             if op == "stats":
-                return pool.snapshot(), b""
+                snap = pool.snapshot()
+                if self.role == SHARED and isinstance(snap.get("kaas"), dict):
+                    # stored keys name tenants and their keys: counts only for a sandbox
+                    kaas = snap["kaas"]
+                    kaas["constants"] = [len(held) for held in kaas.get("constants", [])]
+                return snap, b""
             if op == "put":
                 return _described(pool.put(str(h["key"]), payload, _spec(h))), b""
             if op == "get":
@@ -180,14 +226,6 @@ class PoolServer:
             if op == "delete":
                 pool.delete(str(h["key"]))
                 return {"ok": True}, b""
-            if op == "ktask":
-                reply = await pool.ktask(
-                    h.get("task"),
-                    h.get("params", {}),
-                    function=str(h.get("fn", "")),
-                    namespace=str(h.get("ns", "")),
-                )
-                return {"ok": True, **reply}, b""
             return {"error": "BadOp", "message": f"unknown op {op!r}"}, b""
         except asyncio.CancelledError:
             raise

@@ -9,7 +9,8 @@ order: its model loads and inferences go to the pool's scheduler, which orders t
 
 An action of kind ``kaas`` (``wsk action create knn --kind kaas knn.json``) has no container:
 its code is a kTask graph (``gpu.kaas``), run by the pool's device executors with the
-invocation's parameters binding it to data (:func:`run_ktask`). Its answer reads as a
+invocation's parameters binding it to data (:func:`run_ktask`), keys scoped to the caller's
+namespace. Its answer reads as a
 container's would: the reply is the result; the request's errors (a missing key, a failing
 kernel, bad parameters) are application errors, a graph that does not parse, a dead worker
 or the time limit developer errors, the pool's own failures system errors.
@@ -84,9 +85,13 @@ async def run_ktask(
     action: Action,
     params: Mapping[str, Any],
     *,
+    namespace: str,
     max_payload: int,
 ) -> tuple[ActivationResponse, bool]:
-    """Run a ``kaas`` action's call on the pool: (the activation's response, timed out)."""
+    """Run a ``kaas`` action's call on the pool: (the activation's response, timed out).
+    ``namespace``: the caller's, from the activation message (authenticated by the
+    controller): the kTask's keys are that tenant's (``gpu.kaas.action``), so that a shared
+    action invoked by bob works on bob's data, never its owner's."""
     if pool is None:
         return ActivationResponse.error(StatusCode.APPLICATION_ERROR, NO_POOL), False
     code = action.code or ""
@@ -97,9 +102,7 @@ async def run_ktask(
     timeout_ms = action.limits.timeout_ms
     try:  # a kTask started on a device runs to its end there (the pool releases its pins)
         async with asyncio.timeout(timeout_ms / 1000):
-            reply = await pool.ktask(
-                code, params, function=action.docid, namespace=action.namespace
-            )
+            reply = await pool.ktask(code, params, function=action.docid, namespace=namespace)
     except TimeoutError:
         message = timeout_message(timeout_ms)
         return ActivationResponse.error(StatusCode.DEVELOPER_ERROR, message), True

@@ -622,7 +622,11 @@ class Invoker:
         start_ms = self.clock.epoch_ms()
         params, _ = split_content(msg)
         response, timed_out = await run_ktask(
-            self.gpu_pool, action, params, max_payload=job.max_payload
+            self.gpu_pool,
+            action,
+            params,
+            namespace=msg.user.namespace,
+            max_payload=job.max_payload,
         )
         record = activation_record(
             msg,

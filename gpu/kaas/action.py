@@ -15,6 +15,12 @@ parameters bind the graph to data (:func:`invocation`, pure, no torch):
 
 Names starting with ``__ow_`` (web actions) are ignored; any other unknown name is refused, so
 that a misspelt ``keys`` cannot silently run on the graph's default data.
+
+Tenancy: actions are other people's code, so every key a kTask reads or writes (the graph's,
+``keys``', the private inline ones) is stored under its caller's namespace,
+``f"{namespace}/{key}"`` (:func:`key_prefix`). A namespace holds no ``/``, so no key of one tenant
+can name another's; a key that starts with ``/`` or holds a ``..`` segment is refused, since it
+reads as an attempt to leave the tenant's part. Replies and errors name keys as written.
 """
 
 from __future__ import annotations
@@ -33,16 +39,56 @@ from gpu.kaas.spec import DTYPES, KTaskError, TensorSpec, mib
 from gpu.kaas.values import MAX_INLINE_BYTES, from_json
 
 KIND = "kaas"
+SEPARATOR = "/"  # namespace SEPARATOR key; OpenWhisk namespace names never hold it
 RESERVED = ("keys", "inputs", "fetch", "wait_s")
 _PLACEHOLDER = {"param", "default", "dtype"}
 
 
 @dataclass(frozen=True)
 class Invocation:
-    task: KTask
+    task: KTask  # its keys are the stored ones: under ``scope``
     inline: tuple[tuple[str, TensorSpec, bytes], ...]  # (private key, spec, bytes) to put first
     fetch: tuple[str, ...]  # output buffers whose values the reply carries
     wait_s: float
+    scope: str = ""  # the caller's prefix of stored keys, ``namespace/``
+
+    def shown(self, key: str) -> str:
+        """A stored key as the caller wrote it (the caller never sees its namespace's prefix)."""
+        return key.removeprefix(self.scope)
+
+    def message(self, text: str) -> str:
+        """An error's text with each of the task's stored keys as the caller wrote it."""
+        for b in self.task.buffers.values():
+            if b.key is not None:
+                text = text.replace(repr(b.key), repr(self.shown(b.key)))
+        return text
+
+    def reply(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The run's reply with its outputs' keys as the caller wrote them."""
+        outputs = {
+            name: {**o, "key": self.shown(str(o["key"]))}
+            for name, o in reply.get("outputs", {}).items()
+        }
+        return {**reply, "outputs": outputs}
+
+
+def key_prefix(namespace: str) -> str:
+    """The prefix of a namespace's keys in the data layer: its root namespace and ``/`` (a
+    package path ``ns/pkg`` counts as ``ns``: the tenant is the namespace)."""
+    root = namespace.split(SEPARATOR, 1)[0]
+    if not root:
+        raise ValueError("a kTask runs for a namespace, and none was given")
+    return root + SEPARATOR
+
+
+def check_key(buffer: str, key: str) -> None:
+    """Refuse a key that tries to leave the caller's part of the data layer (it could not:
+    the prefix is a plain string; but a path-like escape is a mistake worth naming)."""
+    if key.startswith(SEPARATOR) or ".." in key.split(SEPARATOR):
+        raise KTaskError(
+            f"buffer {buffer!r}: key {key!r} starts with '/' or holds a '..' segment; keys are "
+            "relative to your namespace's part of the data layer, which they cannot leave"
+        )
 
 
 def load(code: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -141,12 +187,15 @@ def invocation(
     code: str | Mapping[str, Any],
     params: Mapping[str, Any],
     *,
+    namespace: str,
     private: Callable[[str], str],
     device_memory: int | None = None,
     max_wait_s: float = 60.0,
 ) -> Invocation:
-    """The kTask an invocation runs. ``private(key)``: the key an inline input goes under, so
-    that concurrent invocations never read each other's inputs."""
+    """The kTask an invocation runs for ``namespace`` (the caller's, trusted: every key is
+    stored under it). ``private(key)``: the key an inline input goes under, so that
+    concurrent invocations never read each other's inputs."""
+    prefix = key_prefix(namespace)
     doc = load(code)
     if not isinstance(params, Mapping):
         raise KTaskError("a kaas action's parameters must be a JSON object")
@@ -166,6 +215,9 @@ def invocation(
     if bad:
         raise KTaskError(f"keys: the key of buffer {bad[0]!r} must be a string")
     task = parse(bind(doc, params), keys=keys, device_memory=device_memory)
+    for buffer in task.buffers.values():
+        if buffer.key is not None:
+            check_key(buffer.name, buffer.key)
     inline: list[tuple[str, TensorSpec, bytes]] = []
     rekey: dict[str, str] = {}
     for name, value in inputs.items():
@@ -178,12 +230,12 @@ def invocation(
                 "is a fresh object, so give one or the other"
             )
         assert b.key is not None
-        rekey[name] = private(b.key)
+        rekey[name] = prefix + private(b.key)
         inline.append((rekey[name], b.spec, from_json(value, b.spec, f"inputs.{name}")))
     if sum(len(data) for _, _, data in inline) > MAX_INLINE_BYTES:
         raise KTaskError(f"inputs: at most {mib(MAX_INLINE_BYTES)} inline in all")
-    if rekey:
-        task = parse(bind(doc, params), keys={**keys, **rekey}, device_memory=device_memory)
+    stored = {b.name: prefix + b.key for b in task.buffers.values() if b.key is not None}
+    task = parse(bind(doc, params), keys={**stored, **rekey}, device_memory=device_memory)
     fetch = _fetch(params.get("fetch", ()), task)
     wait_s = params.get("wait_s", 0)
     if (
@@ -192,7 +244,7 @@ def invocation(
         or not 0 <= wait_s <= max_wait_s
     ):
         raise KTaskError(f"wait_s must be a number of seconds from 0 to {max_wait_s:g}")
-    return Invocation(task, tuple(inline), fetch, float(wait_s))
+    return Invocation(task, tuple(inline), fetch, float(wait_s), prefix)
 
 
 def _mapping(v: Any, what: str) -> dict[str, Any]:

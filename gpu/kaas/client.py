@@ -1,27 +1,29 @@
-"""The kTask data layer and runs over the pool's socket, for clients (stdlib only, no torch).
+"""The kTask data layer over the pool's operator socket, for the node's operator (stdlib only).
 
-An action with ``__OW_GPU_POOL`` in its environment, a process on the invoker node, or a test
-reaches the pool's socket (``unix:/path`` or ``tcp:127.0.0.1:PORT``) and puts its inputs by key
-before invoking a ``kaas`` action, then reads the outputs its reply names:
+The operator socket (``GpuPool.data_address``, ``unix:/path`` in the pool's private state
+directory, 0600) is the node's operator's: keys on it are absolute, a tenant's kaas actions
+reading and writing under ``<namespace>/`` (alice's ``graph/A`` is ``alice/graph/A`` here).
+The socket actions get in ``__OW_GPU_POOL`` refuses these ops (it has no caller identity);
+tenants pass inputs inline (``inputs``) and read outputs with ``fetch``.
 
-    c = KaasClient(os.environ["__OW_GPU_POOL"])
-    c.put("graph/A", a.tobytes(), "float32", a.shape)     # -> {"key", "version", ...}
-    meta, data = c.get("knn/visited")                     # numpy.frombuffer(data, meta["dtype"])
-    c.run(knn_doc, {"fetch": True})                       # a kTask without an action
+    c = KaasClient(pool.data_address)
+    c.put("alice/graph/A", a.tobytes(), "float32", a.shape)   # -> {"key", "version", ...}
+    meta, data = c.get("alice/knn/visited")                   # numpy.frombuffer(data, dtype)
 
 Bytes are the elements in C order, native byte order (``numpy.ndarray.tobytes()``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpu.protocol import connect_sync, read_frame_sync, write_frame_sync
 
 
 class KaasClientError(RuntimeError):
-    """The pool refused the request; ``kind`` is its error class (``KTaskError``: yours)."""
+    """The pool refused the request; ``kind`` is its error class (``KTaskError``: yours;
+    ``Forbidden``: a data op on the shared socket)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
@@ -55,9 +57,3 @@ class KaasClient:
 
     def delete(self, key: str) -> None:
         self._call({"op": "delete", "key": key})
-
-    def run(
-        self, task: Mapping[str, Any] | str, params: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        h, _ = self._call({"op": "ktask", "task": task, "params": dict(params or {})})
-        return h

@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
 
 from containers.process import ProcessBackend
+from front.identities import GUEST_AUTH, SYSTEM, Identities, basic_auth
 from gpu.config import GpuConfig
 from gpu.kaas import examples
 from gpu.kaas.client import KaasClient
@@ -30,6 +31,21 @@ from whisk.bus.memory import MemoryBus
 from whisk.store.embedded import EmbeddedStore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(240)]
+
+ALICE_KEY = "5b1e3a2c-0d3f-4c55-9a11-2b7c6d8e9f00:" + "alicesecret" * 6
+BOB_KEY = "0c2d4e6f-8a1b-4c3d-9e5f-7a9b1c3d5e7f:" + "bobsecret123" * 6
+IDENTITIES = Identities.parse(
+    [
+        f"guest={GUEST_AUTH}",
+        f"whisk.system={SYSTEM.authkey['api_key']}",
+        f"alice={ALICE_KEY}",
+        f"bob={BOB_KEY}",
+    ]
+)
+AS = {
+    "alice": ("/api/v1/namespaces/alice", {"Authorization": basic_auth(ALICE_KEY)}),
+    "bob": ("/api/v1/namespaces/bob", {"Authorization": basic_auth(BOB_KEY)}),
+}
 
 
 @pytest.fixture
@@ -45,6 +61,7 @@ async def gpu_live() -> AsyncIterator[Platform]:
             backend=backend,
             state_dir=state,
             gpu_pool=pool,
+            front_options={"identities": IDENTITIES},
             policy="fifo",
             action_cores=(0,),
         ) as plat:
@@ -54,22 +71,25 @@ async def gpu_live() -> AsyncIterator[Platform]:
         shutil.rmtree(state, ignore_errors=True)
 
 
-async def create(p: Platform, name: str, code: str) -> tuple[int, dict]:
+async def create(p: Platform, name: str, code: str, ns: str = NS, **kw) -> tuple[int, dict]:
     body = {"exec": {"kind": "kaas", "code": code}}
-    return await p.call("PUT", f"{NS}/actions/{name}?overwrite=true", json=body)
+    return await p.call("PUT", f"{ns}/actions/{name}?overwrite=true", json=body, **kw)
 
 
 def client(p: Platform) -> KaasClient:
-    assert p.invoker.gpu_pool is not None
-    return KaasClient(p.invoker.gpu_pool.address)
+    """The node operator's client: keys absolute, a tenant's under ``<namespace>/``."""
+    pool = p.invoker.gpu_pool
+    assert isinstance(pool, GpuPool)
+    return KaasClient(pool.data_address)
 
 
-async def put(p: Platform, key: str, a: np.ndarray) -> None:
-    await asyncio.to_thread(client(p).put, key, a.tobytes(), a.dtype.name, a.shape)
+async def put(p: Platform, key: str, a: np.ndarray, ns: str = "guest") -> None:
+    """Put ``a`` where namespace ``ns``'s kaas actions read ``key``."""
+    await asyncio.to_thread(client(p).put, f"{ns}/{key}", a.tobytes(), a.dtype.name, a.shape)
 
 
-async def get(p: Platform, key: str) -> np.ndarray:
-    meta, data = await asyncio.to_thread(client(p).get, key)
+async def get(p: Platform, key: str, ns: str = "guest") -> np.ndarray:
+    meta, data = await asyncio.to_thread(client(p).get, f"{ns}/{key}")
     return cases.as_array(meta, data)
 
 
@@ -153,3 +173,53 @@ async def test_request_errors_are_application_errors(gpu_live: Platform):
     pool = p.invoker.gpu_pool
     assert isinstance(pool, GpuPool)
     assert all(d["restarts"] == 0 for d in pool.snapshot()["devices"])
+
+
+async def test_tenants_kaas_actions_keep_their_data_apart(gpu_live: Platform):
+    """alice's kaas action writes knn/visited; bob's, naming the same keys (the graph's, or
+    alice's written out), cannot read it, and his run does not overwrite it (issue 30)."""
+    p = gpu_live
+    (alice_ns, alice), (bob_ns, bob) = AS["alice"], AS["bob"]
+    for ns, auth in AS.values():
+        assert (await create(p, "knn", cases.knn_action(), ns, headers=auth))[0] == 200
+    a, x0 = cases.graph(), cases.start(vertices=(0, 5))
+    await put(p, "graph/A", a, ns="alice")
+    payload = {"inputs": {"x0": x0.tolist()}, "hops": 3, "fetch": True}
+    status, rec = await invoke(p, "knn", payload, ns=alice_ns, headers=alice)
+    assert status == 200, rec
+    assert rec["response"]["result"]["outputs"]["visited"] == {"key": "knn/visited", "version": 1}
+    secret = cases.knn_expected(a, x0, 3)
+
+    # bob reads "knn/visited" as an input: not there for him, though alice's is
+    steal = examples.knn(cases.N, 1)
+    steal["buffers"]["x0"]["key"] = "knn/visited"
+    assert (await create(p, "steal", json.dumps(steal), bob_ns, headers=bob))[0] == 200
+    for keys in ({}, {"x0": "alice/knn/visited"}):
+        status, rec = await invoke(
+            p, "steal", {"keys": keys, "fetch": True}, ns=bob_ns, headers=bob
+        )
+        assert status == 502 and rec["response"]["status"] == "application error", rec
+        error = rec["response"]["result"]["error"]
+        assert "were not in the data layer" in error and "values" not in rec["response"]["result"]
+        assert repr(keys.get("x0", "knn/visited")) in error  # named as bob wrote it
+    status, rec = await invoke(
+        p, "steal", {"keys": {"x0": "../alice/knn/visited"}}, ns=bob_ns, headers=bob
+    )
+    assert status == 502 and "holds a '..' segment" in rec["response"]["result"]["error"]
+
+    # bob's own run of the same graph, same keys: his data, alice's intact
+    b, y0 = np.eye(cases.N, dtype=np.float32), cases.start(vertices=(1,))
+    await put(p, "graph/A", b, ns="bob")
+    payload = {"inputs": {"x0": y0.tolist()}, "hops": 2, "fetch": True}
+    status, rec = await invoke(p, "knn", payload, ns=bob_ns, headers=bob)
+    assert status == 200, rec
+    result = rec["response"]["result"]
+    assert result["outputs"]["visited"] == {"key": "knn/visited", "version": 1}
+    assert result["constants"] == {"hits": 0, "misses": 1}  # not alice's device copy
+    np.testing.assert_array_equal(result["values"]["visited"], cases.knn_expected(b, y0, 2))
+    np.testing.assert_array_equal(await get(p, "knn/visited", ns="alice"), secret)
+    meta, _ = await asyncio.to_thread(client(p).get, "alice/knn/visited")
+    assert meta["version"] == 1  # bob's run wrote no version of alice's key
+    np.testing.assert_array_equal(
+        await get(p, "knn/visited", ns="bob"), result["values"]["visited"]
+    )

@@ -27,11 +27,11 @@ def private(key: str) -> str:
 def test_open_literals_take_the_parameter_or_the_default():
     code = knn_code(default=2)
     assert validate(code).iterations == 2
-    assert invocation(code, {}, private=private).task.iterations == 2
-    assert invocation(code, {"hops": 5}, private=private).task.iterations == 5
+    assert invocation(code, {}, namespace="t", private=private).task.iterations == 2
+    assert invocation(code, {"hops": 5}, namespace="t", private=private).task.iterations == 5
     doc = examples.knn(4, 2)
     doc["kernels"][1]["arguments"] = ["reached", {"param": "low", "dtype": "float32"}, 1]
-    inv = invocation(json.dumps(doc), {"low": 0.5}, private=private)
+    inv = invocation(json.dumps(doc), {"low": 0.5}, namespace="t", private=private)
     clamp = next(k for k in inv.task.kernels if k.name == "reach")
     assert clamp.arguments[1].value == 0.5 and clamp.arguments[1].dtype == "float32"
     assert set(placeholders(doc)) == {"low"}
@@ -41,24 +41,25 @@ def test_an_open_literal_without_default_is_required_at_invoke_only():
     code = knn_code()
     assert validate(code).iterations == 1  # a stand-in at create
     with pytest.raises(KTaskError, match="needs the invocation parameter 'hops'"):
-        invocation(code, {}, private=private)
+        invocation(code, {}, namespace="t", private=private)
     with pytest.raises(KTaskError, match="'iterations': an integer from 1 to"):
-        invocation(code, {"hops": True}, private=private)
+        invocation(code, {"hops": True}, namespace="t", private=private)
 
 
 def test_keys_inline_inputs_and_fetch():
     inv = invocation(
         knn_code(default=2),
         {"keys": {"A": "g/mine"}, "inputs": {"x0": [1, 0, 0, 0]}, "fetch": True, "wait_s": 3},
+        namespace="t",
         private=private,
     )
-    assert inv.task.buffers["A"].key == "g/mine"
-    assert inv.task.buffers["x0"].key == "knn/start~1"
+    assert inv.task.buffers["A"].key == "t/g/mine"  # stored under the caller's namespace
+    assert inv.task.buffers["x0"].key == "t/knn/start~1"
     assert inv.inline == (
-        ("knn/start~1", TensorSpec((4,), "float32"), struct.pack("=4f", 1, 0, 0, 0)),
+        ("t/knn/start~1", TensorSpec((4,), "float32"), struct.pack("=4f", 1, 0, 0, 0)),
     )
     assert inv.fetch == ("visited",) and inv.wait_s == 3.0
-    assert invocation(knn_code(default=2), {}, private=private).fetch == ()
+    assert invocation(knn_code(default=2), {}, namespace="t", private=private).fetch == ()
 
 
 @pytest.mark.parametrize(
@@ -77,8 +78,37 @@ def test_keys_inline_inputs_and_fetch():
 )
 def test_bad_parameters_are_the_developers_errors(params, message):
     with pytest.raises(KTaskError) as e:
-        invocation(knn_code(default=2), params, private=private)
+        invocation(knn_code(default=2), params, namespace="t", private=private)
     assert message in str(e.value)
+
+
+def test_every_key_is_stored_under_the_callers_namespace():
+    """Inputs, constants, outputs and inline keys, the graph's and the invocation's: a tenant
+    can name no key outside its part of the data layer (issue 30)."""
+    code = knn_code(default=2)
+    for ns, root in (("alice", "alice/"), ("bob/pkg", "bob/")):
+        inv = invocation(code, {"inputs": {"x0": [1, 0, 0, 0]}}, namespace=ns, private=private)
+        keys = {b.name: b.key for b in inv.task.buffers.values() if b.key is not None}
+        assert keys == {"A": f"{root}graph/A", "x0": f"{root}knn/start~1",
+                        "visited": f"{root}knn/visited"}  # fmt: skip
+        assert [k for k, _, _ in inv.inline] == [f"{root}knn/start~1"]
+        assert inv.shown(keys["A"]) == "graph/A"
+        reply = {"outputs": {"visited": {"key": keys["visited"], "version": 3}}, "device": 0}
+        assert inv.reply(reply)["outputs"] == {"visited": {"key": "knn/visited", "version": 3}}
+        text = f"input 'A' reads key {keys['A']!r}, which is not in the data layer"
+        assert inv.message(text) == "input 'A' reads key 'graph/A', which is not in the data layer"
+    with pytest.raises(ValueError, match="runs for a namespace"):
+        invocation(code, {}, namespace="", private=private)
+
+
+@pytest.mark.parametrize("key", ["/alice/graph/A", "../alice/graph/A", "g/../../alice/x", ".."])
+def test_a_key_that_tries_to_leave_the_namespace_is_refused(key):
+    with pytest.raises(KTaskError, match=r"starts with '/' or holds a '\.\.' segment"):
+        invocation(knn_code(default=2), {"keys": {"A": key}}, namespace="bob", private=private)
+    doc = examples.knn(4, 2)
+    doc["buffers"]["visited"]["key"] = key  # the graph's own key: the same rule
+    with pytest.raises(KTaskError, match=r"buffer 'visited': key .* '\.\.' segment"):
+        invocation(json.dumps(doc), {}, namespace="bob", private=private)
 
 
 def test_the_code_must_be_a_ktask_document():

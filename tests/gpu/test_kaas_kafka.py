@@ -40,11 +40,12 @@ async def test_kaas_actions_through_kafka(kafka, couchdb, tmp_path):
         gpu=GpuConfig(devices="virtual:2", memory_mb=64),
         action_cores=(0,),
     ) as (invoker, stub):
-        c = KaasClient(invoker.gpu_pool.address)
+        c = KaasClient(invoker.gpu_pool.data_address)  # the operator's socket
         a, x0 = cases.graph(seed=3), cases.start(vertices=(1,))
 
         def put(key: str, arr: np.ndarray) -> None:
-            c.put(key, arr.tobytes(), arr.dtype.name, arr.shape)
+            """Where the caller's (guest's) kaas actions read ``key``."""
+            c.put(f"guest/{key}", arr.tobytes(), arr.dtype.name, arr.shape)
 
         await asyncio.to_thread(put, "graph/A", a)
         await asyncio.to_thread(put, "knn/start", x0)
