@@ -15,10 +15,13 @@ from typing import Any, Literal
 
 from gpu.dispatcher import Dispatcher, JobResult
 from gpu.estimates import DeviceTypePrior, Estimator
+from gpu.kaas import examples
+from gpu.kaas.format import parse
+from gpu.kaas.simulated import SimKaas, SimRun
 from gpu.model_table import COLD_PROCESS_S, MODEL_TABLE, PCIE_PINNED_BW, PROFILES, ModelCost
 from gpu.policies import DEFAULT_AFFINITY_PENALTY, DEFAULT_O3_LIMIT, make_scheduler
 from gpu.scheduler import DeviceSlot, Dispatch, Request
-from gpu.stats import PoolStats
+from gpu.stats import PoolStats, percentile
 from whisk.clock import Clock, LoopClock, VirtualTimeLoop
 from whisk.supervisor import child
 
@@ -156,28 +159,117 @@ def simulate_open(cfg: SimConfig) -> dict:
     return _run_virtual(run)
 
 
-def simulate_closed(cfg: SimConfig, clients: int, think_s: float = 0.0) -> dict:
+def simulate_closed(
+    cfg: SimConfig, clients: int, think_s: float = 0.0, *, warm: bool = False
+) -> dict:
     """``clients`` closed-loop clients, each its own function with its own model (KaaS's
-    throughput experiment): each sends its next request as soon as the last one returns."""
+    throughput experiment): each sends its next request as soon as the last one returns.
+    ``warm``: one request per client first, not counted in throughput and latencies (models
+    loaded, Exclusive's workers started), then ``duration_s`` from there, as the live runs."""
 
     async def run(clock: Clock) -> dict:
         base = SimConfig(**{**cfg.__dict__, "working_set": clients})
         disp, stats, costs = _new_run(base, clock)
         keys = list(costs)
-        end = stats.start + cfg.duration_s
 
-        async def client(i: int) -> None:
+        async def client(i: int, end: float) -> None:
             key = keys[i]
-            while clock.now() < end:
+            while True:
                 req = Request(key, costs[key].size_bytes, cfg.batch, f"client-{i}", clock.now())
                 await disp.submit(req)
                 if think_s:
                     await asyncio.sleep(think_s)
+                if clock.now() >= end:
+                    return
 
-        await asyncio.gather(*(client(i) for i in range(clients)))
+        t0, skip = stats.start, 0
+        if warm:
+            await asyncio.gather(*(client(i, t0) for i in range(clients)))
+            t0, skip = clock.now(), len(stats.latencies)  # in completion order
+        await asyncio.gather(*(client(i, t0 + cfg.duration_s) for i in range(clients)))
         out = _summary(base, stats, clock.now(), disp)
         out["clients"] = clients
+        if warm:
+            lat = sorted(stats.latencies[skip:])
+            out["throughput_rps"] = len(lat) / max(1e-9, clock.now() - t0)
+            out["p50_latency_s"] = percentile(lat, 50)
+            out["p90_latency_s"] = percentile(lat, 90)
+            out["p99_latency_s"] = percentile(lat, 99)
         return out
+
+    return _run_virtual(run)
+
+
+@dataclass(frozen=True)
+class KTaskSimConfig:
+    """The kTask side of the throughput experiment: each client its own cGEMM weights W
+    (``size`` x ``size`` complex, the constants), a request Y = X . W on ``rows`` rows."""
+
+    devices: int = 4
+    constant_budget: int = 350_000_000  # bytes of constants per device
+    size: int = 3578  # K = N
+    rows: int = 64  # M
+    kernel_s: float = 0.00381
+    copy_bytes_per_s: float = PCIE_PINNED_BW
+    duration_s: float = 10.0
+
+    @property
+    def weight_bytes(self) -> int:
+        return 2 * self.size * self.size * 4
+
+
+def simulate_ktasks_closed(cfg: KTaskSimConfig, clients: int, *, warm: bool = False) -> dict:
+    """``clients`` closed-loop clients sending kTasks through the production queue and
+    constant cache (``gpu.kaas.simulated``), as ``simulate_closed`` sends model requests;
+    ``warm`` as there (each client's constants copied once before the counted span)."""
+
+    async def run(clock: Clock) -> dict:
+        sim = SimKaas(
+            cfg.devices,
+            cfg.constant_budget,
+            clock,
+            kernel_s=cfg.kernel_s,
+            copy_bytes_per_s=cfg.copy_bytes_per_s,
+        )
+        runs: list[SimRun] = []
+        tasks = []
+        for c in range(clients):
+            doc = examples.cgemm(
+                cfg.rows, cfg.size, cfg.size, weights=f"c{c}/W", x=f"c{c}/X", y=f"c{c}/Y"
+            )
+            tasks.append(parse(doc))
+            sim.put(f"c{c}/W/re")
+            sim.put(f"c{c}/W/im")
+
+        async def client(c: int, end: float) -> None:
+            while True:
+                sim.put(f"c{c}/X/re")
+                sim.put(f"c{c}/X/im")
+                runs.append(await sim.run(tasks[c], f"client-{c}"))
+                if clock.now() >= end:
+                    return
+
+        t0 = clock.now()
+        if warm:
+            await asyncio.gather(*(client(c, t0) for c in range(clients)))
+            t0 = clock.now()
+            runs.clear()
+        cache = sim.constants
+        counts = cache.hits, cache.misses, cache.evictions
+        await asyncio.gather(*(client(i, t0 + cfg.duration_s) for i in range(clients)))
+        lat = sorted(r.finished - r.submitted for r in runs)
+        return {
+            "clients": clients,
+            "requests": len(runs),
+            "throughput_rps": len(runs) / max(1e-9, clock.now() - t0),
+            "p50_latency_s": percentile(lat, 50),
+            "p90_latency_s": percentile(lat, 90),
+            "constant_hits": cache.hits - counts[0],
+            "constant_misses": cache.misses - counts[1],
+            "constant_evictions": cache.evictions - counts[2],
+            "copy_s": sum(r.copy_s for r in runs),
+            "failures": sim.failures,
+        }
 
     return _run_virtual(run)
 
