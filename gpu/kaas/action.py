@@ -270,6 +270,7 @@ def _fetch(v: Any, task: KTask) -> tuple[str, ...]:
     if size > MAX_INLINE_BYTES:
         raise KTaskError(
             f"fetch: the outputs asked for are {mib(size)}; a reply carries at most "
-            f"{mib(MAX_INLINE_BYTES)}: read them from the data layer by key instead"
+            f"{mib(MAX_INLINE_BYTES)}: the node's operator can read them from the data layer "
+            "by key instead"
         )
     return tuple(names)

@@ -3,7 +3,8 @@
 Pure and stdlib only (the invoker process has no torch): a value is nested lists of the
 buffer's shape, C order; a complex element is ``[re, im]``; ``bool`` elements are JSON
 booleans. Anything larger than :data:`MAX_INLINE_BYTES` belongs in the data layer, put and
-read by key over the pool's socket (``gpu.kaas.client``).
+read by key through the node's operator (the pool's operator socket, ``gpu.kaas.client``;
+a tenant's keys are ``<namespace>/<key>`` there).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def from_json(value: Any, spec: TensorSpec, where: str = "value") -> bytes:
     if spec.nbytes > MAX_INLINE_BYTES:
         raise KTaskError(
             f"{where} is {spec} ({mib(spec.nbytes)}): inline values are at most "
-            f"{mib(MAX_INLINE_BYTES)}; put it in the data layer by key instead"
+            f"{mib(MAX_INLINE_BYTES)}; the node's operator can put it in the data layer by "
+            "key instead"
         )
     items: list[Any] = []
     for i, v in enumerate(_flat(value, spec.shape, where)):
