@@ -277,3 +277,21 @@ def test_no_task_is_created_outside_the_supervisor():
             if TASK_CREATION.search(line.split("#", 1)[0]):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert not offenders, "create tasks through whisk.supervisor:\n" + "\n".join(offenders)
+
+
+def test_an_ended_task_leaves_every_set_that_held_it():
+    """A task is held (the loop holds tasks only weakly) until it ends, then let go: left
+    in a set it would be a leak of one task per call."""
+    from whisk import supervisor
+
+    async def main(loop):
+        sup = Supervisor(LoopClock(loop))
+        mine: set[asyncio.Task[Any]] = set()
+        owned = sup.spawn(asyncio.sleep(1), name="owned", track=mine)
+        detached = spawn(asyncio.sleep(1), name="detached")
+        assert owned in sup.spawned and owned in mine and detached in supervisor._detached
+        await asyncio.gather(owned, detached)
+        await asyncio.sleep(0)  # their done callbacks run one step after they end
+        return owned in sup.spawned, owned in mine, detached in supervisor._detached
+
+    assert virtual(main) == (False, False, False)
