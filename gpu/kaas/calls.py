@@ -1,12 +1,14 @@
 """A kTask run as one call to a device's worker: what the pool does before it and after it.
 
-The pool's side, without torch, as for a model load (``gpu.device_workers``): ``prepare``
-looks the inputs up in the data layer and pins them there, admits the constants on the
-device's cache (pinning them; the cache evicts victims) and stages one file per output. Its
-JSON ``header`` is all the worker needs (``gpu.kaas.executor.KaasWorker.handle``), including
-the constants the device should hold (``keep``): the worker drops any other, so it follows
-the cache even when a call was prepared and then abandoned. Calls for one device must reach
-its worker in the order they were prepared.
+The pool's side, without torch, as for a model load (``gpu.device_workers``), in two steps so
+that a call waiting for its device holds no constant memory: ``stage`` (when the kTask is
+placed) looks the inputs up in the data layer, pins them there and stages one file per
+output; ``admit_constants`` (when the device's turn comes, just before the call is sent)
+admits the constants on the device's cache (pinning them; the cache evicts victims) and
+writes the JSON ``header``, all the worker needs (``gpu.kaas.executor.KaasWorker.handle``),
+including the constants the device should hold (``keep``): the worker drops any other, so it
+follows the cache even when a call was admitted and then abandoned. ``prepare`` is both at
+once. Calls for one device must reach its worker in the order their constants were admitted.
 ``finish`` makes the files the worker wrote the outputs' next versions and releases every pin,
 whatever the reply; a constant the worker reports it does not hold is forgotten by the cache.
 """
@@ -48,6 +50,7 @@ class KTaskCall:
     device: int
     header: dict[str, Any]
     inputs: list[str] = field(default_factory=list)  # data-layer keys pinned
+    found: dict[str, StoredObject] = field(default_factory=dict)  # input buffer -> version read
     constants: list[tuple[str, int]] = field(default_factory=list)  # cache entries pinned
     missed: set[str] = field(default_factory=set)  # cache keys the worker must load
     staged: dict[str, Path] = field(default_factory=dict)  # output buffer -> file to write
@@ -72,18 +75,50 @@ def lookup(b: Buffer, store: DataStore) -> StoredObject:
 
 
 def prepare(task: KTask, device: int, store: DataStore, constants: ConstantCache) -> KTaskCall:
+    """``stage`` and ``admit_constants`` at once, for a caller that sends the call right away."""
+    call = stage(task, device, store)
+    try:
+        admit_constants(call, constants)
+    except BaseException:
+        abandon(call, store, constants)
+        raise
+    return call
+
+
+def stage(task: KTask, device: int, store: DataStore) -> KTaskCall:
+    """Pin the inputs' current versions (their files stay until ``finish``) and stage the
+    outputs; no constant is admitted yet, so a call waiting for its device takes no room."""
     found = {b.name: lookup(b, store) for b in task.of_kind(Kind.INPUT)}
     call = KTaskCall(task, device, {})
+    try:
+        for name, o in found.items():
+            store.pin(o.key)
+            call.inputs.append(o.key)
+            call.found[name] = o
+        for b in task.of_kind(Kind.OUTPUT):
+            assert b.key is not None
+            call.staged[b.name] = store.staging_path(b.key)
+    except BaseException:
+        for key in call.inputs:
+            store.unpin(key)
+        call.inputs = []
+        raise
+    return call
+
+
+def admit_constants(call: KTaskCall, constants: ConstantCache) -> None:
+    """Admit and pin the staged call's constants on its device (LRU victims evicted) and write
+    its header. A constant that does not fit raises ``KTaskError`` and the call then holds no
+    constant; its inputs stay pinned until the caller abandons it."""
+    assert not call.header, "the call's constants are already admitted"
     victims: list[str] = []
     inputs: dict[str, dict[str, Any]] = {}
     try:
-        for b in task.of_kind(Kind.INPUT):
-            o = found[b.name]
-            store.pin(o.key)
-            call.inputs.append(o.key)
+        for b in call.task.of_kind(Kind.INPUT):
+            o = call.found[b.name]
             ck = None
             if b.const:
-                adm = constants.admit(device, o.key, o.version, o.nbytes)
+                adm = constants.admit(call.device, o.key, o.version, o.nbytes)
                 call.constants.append((o.key, o.version))
                 ck = cache_key(o.key, o.version)
                 victims += adm.victims
@@ -92,21 +127,18 @@ def prepare(task: KTask, device: int, store: DataStore, constants: ConstantCache
                 else:
                     call.missed.add(ck)
             inputs[b.name] = {"file": str(o.path), "cache_key": ck}
-        for b in task.of_kind(Kind.OUTPUT):
-            assert b.key is not None
-            call.staged[b.name] = store.staging_path(b.key)
     except BaseException:
-        abandon(call, store, constants)
+        _drop_constants(call, constants)
+        call.hits, call.missed = 0, set()
         raise
     call.evicted = [v.rpartition("@")[0] for v in victims]
     call.header = {
         "op": "ktask",
-        "task": to_doc(task),
+        "task": to_doc(call.task),
         "inputs": inputs,
-        "keep": constants.resident(device),
+        "keep": constants.resident(call.device),
         "outputs": {n: str(p) for n, p in call.staged.items()},
     }
-    return call
 
 
 def finish(
@@ -148,13 +180,20 @@ def finish(
 
 
 def abandon(call: KTaskCall, store: DataStore, constants: ConstantCache) -> None:
-    """A prepared call that will never reach the worker: the constants it admitted but the
+    """A staged call that will never reach the worker: the constants it admitted but the
     worker never loaded leave the cache (their victims stay evicted), then pins go."""
+    _drop_constants(call, constants)
+    release(call, store, constants)
+
+
+def _drop_constants(call: KTaskCall, constants: ConstantCache) -> None:
+    """Unpin the call's constants, dropping those it admitted that the worker never loaded."""
     for key, version in call.constants:
         if cache_key(key, version) in call.missed:
             constants.forget(call.device, key, version)
-    call.constants = [c for c in call.constants if cache_key(*c) not in call.missed]
-    release(call, store, constants)
+        else:
+            constants.release(call.device, key, version)
+    call.constants = []
 
 
 def release(call: KTaskCall, store: DataStore, constants: ConstantCache) -> None:

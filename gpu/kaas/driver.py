@@ -2,11 +2,17 @@
 
 ``KaasDriver`` owns the data layer, the constant cache and the :class:`KTaskQueue`. ``run``
 submits a kTask and waits for its result; ``pump`` (after a submit, a put, a finished call or
-an input deadline) asks the queue what to start, prepares each start at once (inputs pinned,
-constants admitted, in decision order) and sends its header to that device's worker through
-``send``, one call after another per device, in the order prepared, as ``gpu.kaas.calls``
-requires. A failure of the request is a :class:`KTaskError`; a failure of the worker or the
-pool (a crash, the pool stopping) is a :class:`WorkerError`. Either way every pin is released.
+an input deadline) asks the queue what to start and stages each start at once (its inputs
+pinned at the versions placement saw, outputs staged, in decision order). Each device then
+takes its calls one after another in that order: when a call's turn comes, its constants are
+admitted on the device's cache (pinned, LRU victims evicted) and its header goes to that
+device's worker through ``send`` with no await in between, so the cache and the worker agree
+(``gpu.kaas.calls``). Admitting at the turn, not at placement, means the kTasks queued on a
+device hold no constant memory: closed-loop clients whose constants together exceed a device's
+budget evict one another by LRU instead of being refused, as the simulator's devices do
+(``gpu.kaas.simulated``). A failure of the request is a :class:`KTaskError`; a failure of the
+worker or the pool (a crash, the pool stopping) is a :class:`WorkerError`. Either way every
+pin is released.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu.kaas.calls import KTaskCall, RunResult, WorkerError, abandon, finish, prepare
+from gpu.kaas.calls import (
+    KTaskCall,
+    RunResult,
+    WorkerError,
+    abandon,
+    admit_constants,
+    finish,
+    stage,
+)
 from gpu.kaas.constants import ConstantCache
 from gpu.kaas.format import KTask
 from gpu.kaas.ktask_queue import KDevice, KTaskQueue, Refuse, Start
@@ -121,7 +135,7 @@ class KaasDriver:
                 self._fail(p, KTaskError(d.error))
                 continue
             try:
-                call = prepare(d.task, d.device, self.store, self.constants)
+                call = stage(d.task, d.device, self.store)
             except KTaskError as e:
                 self.queue.complete(d.id, 0.0)
                 self._fail(p, e)
@@ -161,6 +175,14 @@ class KaasDriver:
                     self.queue.complete(d.id, 0.0)
                     self._fail(p, WorkerError("the GPU pool stopped"))
                     raise
+            try:  # the device's turn: its constants now, the worker next (no await between)
+                admit_constants(call, self.constants)
+            except Exception as e:  # beyond what the device can hold, even with evictions
+                abandon(call, self.store, self.constants)
+                self.queue.complete(d.id, 0.0)
+                err = e if isinstance(e, KTaskError) else WorkerError(f"{type(e).__name__}: {e}")
+                self._fail(p, err)
+                return
             t0 = self.clock.now()
             waited = d.waited_s + (t0 - decided)
             try:

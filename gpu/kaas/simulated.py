@@ -7,11 +7,9 @@ A device runs its started kTasks one at a time in the order placed; a run takes 
 the constants not resident on it (bytes ÷ ``copy_bytes_per_s``, the host tier's copy model)
 plus ``kernel_s``. The data layer is its versions alone (a put bumps a key's version).
 
-One difference from the live driver, on purpose: a run admits (and pins) its constants when
-its device starts it, as the KaaS paper's executor loads them, where the live driver admits
-them when it places the run. With every closed-loop client in flight, the live order pins
-every client's constants at once, so a working set beyond a device's budget is refused there
-(``KTaskError``: the constants in use leave no room) instead of evicted (docs/gpu.md).
+As in the live driver, a run admits (and pins) its constants when its device starts it, as
+the KaaS paper's executor loads them, not when it is placed: kTasks queued on a device hold
+no room, so a working set beyond a device's budget is evicted by LRU, not refused.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ cache on the device, the data layer, and the errors a request can cause at run t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from gpu.kaas import examples  # noqa: E402
 from gpu.kaas.calls import WorkerError, abandon, finish, prepare  # noqa: E402
 from gpu.kaas.catalogue import BUILTINS  # noqa: E402
 from gpu.kaas.constants import ConstantCache  # noqa: E402
+from gpu.kaas.driver import KaasDriver  # noqa: E402
 from gpu.kaas.executor import KaasExecutor, KaasWorker  # noqa: E402
 from gpu.kaas.format import KTask, parse  # noqa: E402
 from gpu.kaas.kernels import IMPLEMENTATIONS  # noqa: E402
@@ -25,7 +27,7 @@ from gpu.kaas.placement import DeviceState, place, requirements  # noqa: E402
 from gpu.kaas.spec import KTaskError, TensorSpec  # noqa: E402
 from gpu.kaas.store import DataStore  # noqa: E402
 from gpu.kaas.tensors import from_bytes, spec_of, to_bytes  # noqa: E402
-from whisk.clock import VirtualClock  # noqa: E402
+from whisk.clock import SystemClock, VirtualClock  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(60)]
 MB = 1 << 20
@@ -320,6 +322,78 @@ def test_the_queue_drives_one_executor_per_device_for_every_client(tmp_path: Pat
             np.testing.assert_allclose(y, refs[c]["y"], rtol=1e-4, atol=1e-3)
             assert node.cache.holders(f"c{c}/W/re", 1) >= {device}
     assert q.backlog(0) == q.backlog(1) == 0.0
+
+
+def driver_on_one_worker(node: Node, budget: int) -> tuple[KaasDriver, KaasWorker]:
+    """The live pool's driver on one device whose worker (a separate ``KaasWorker``, JSON
+    both ways) runs off the loop, so that the calls queued for it are truly in flight."""
+    worker = KaasWorker("cpu")
+
+    async def send(device: int, header: dict[str, Any]) -> dict[str, Any]:
+        assert device == 0
+        return over_the_wire(await asyncio.to_thread(worker.handle, over_the_wire(header)))
+
+    driver = KaasDriver(
+        [KDevice(0, budget)], node.store, node.cache, send, SystemClock(), copy_bytes_per_s=1e9
+    )
+    return driver, worker
+
+
+async def test_driver_clients_in_flight_beyond_the_budget_evict_not_refused(
+    tmp_path: Path,
+) -> None:
+    """Three closed-loop clients in flight on one device with room for two clients' weights:
+    a call's constants are admitted when the device takes it, not when it is placed, so the
+    calls queued behind it hold no room; every request completes, by LRU eviction."""
+    budget = 64 * 1024  # each client's weights: 2 x 64 x 64 float32 = 32 KiB
+    node = Node(tmp_path, constant_mb=budget / MB)
+    driver, worker = driver_on_one_worker(node, budget)
+    clients = [cgemm_client(node, c) for c in range(3)]
+
+    async def client(c: int) -> list[tuple[int, int]]:
+        doc, ref = clients[c]
+        seen = []
+        for _ in range(3):
+            done = await driver.run(parse(doc), f"c{c}")
+            seen.append((done.result.constant_misses, done.result.constant_hits))
+            y = node.get(f"c{c}/Y/re") + 1j * node.get(f"c{c}/Y/im")  # only c writes c/Y
+            np.testing.assert_allclose(y, ref["y"], rtol=1e-4, atol=1e-3)
+        return seen
+
+    try:
+        seen = await asyncio.wait_for(asyncio.gather(*(client(c) for c in range(3))), 30)
+    finally:
+        await driver.close()
+    # the device takes them round robin (c0 c1 c2 c0 ...): with room for two, LRU always misses
+    assert seen == [[(2, 0)] * 3] * 3
+    assert (node.cache.misses, node.cache.hits) == (18, 0)
+    assert node.cache.evictions == 14  # two W's per admission after the first two clients
+    assert (driver.runs, driver.failures) == (9, 0)
+    assert node.cache.view.devices[0].used <= budget
+    assert pins(node) == {k: 0 for k in node.cache.resident(0)} and not node.store._pins
+    assert set(worker.resident) == set(node.cache.resident(0))
+
+
+async def test_driver_refuses_constants_that_cannot_fit_at_their_turn(tmp_path: Path) -> None:
+    """What the call running there leaves plus everything evictable is too little: the
+    request's KTaskError, its pins released, and the next call runs."""
+    budget = 64 * 1024
+    node = Node(tmp_path, constant_mb=budget / MB)
+    driver, _ = driver_on_one_worker(node, budget)
+    doc, ref = cgemm_client(node, 1)
+    node.cache.admit(0, "running/W", 1, 48 * 1024)  # pinned, as by a call running there
+    try:
+        with pytest.raises(KTaskError, match="does not fit on device 0: the constants in use"):
+            await driver.run(parse(doc), "c1")
+        assert pins(node) == {"running/W@1": 1} and not node.store._pins
+        node.cache.release(0, "running/W", 1)  # that call ended
+        done = await driver.run(parse(doc), "c1")
+    finally:
+        await driver.close()
+    assert (done.result.constant_misses, done.result.evicted) == (2, ["running/W"])
+    y = node.get("c1/Y/re") + 1j * node.get("c1/Y/im")
+    np.testing.assert_allclose(y, ref["y"], rtol=1e-4, atol=1e-3)
+    assert driver.queue.backlog(0) == 0.0
 
 
 # -- errors at run time ---------------------------------------------------------------------
