@@ -11,7 +11,7 @@ import asyncio
 import random
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from gpu.dispatcher import Dispatcher, JobResult
 from gpu.estimates import DeviceTypePrior, Estimator
@@ -26,6 +26,8 @@ from whisk.clock import Clock, LoopClock, VirtualTimeLoop
 from whisk.supervisor import child
 
 MissCost = Literal["cold-process", "host-tier"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -124,7 +126,8 @@ def _new_run(cfg: SimConfig, clock: Clock) -> tuple[Dispatcher, PoolStats, dict[
     return Dispatcher(sched, backend, clock, stats=stats), stats, costs
 
 
-def _run_virtual(make: Callable[[Clock], Coroutine[Any, Any, dict]]) -> dict:
+def run_virtual(make: Callable[[Clock], Coroutine[Any, Any, T]]) -> T:
+    """Run ``make(clock)`` to its end on a fresh virtual-time loop."""
     loop = VirtualTimeLoop()
     try:
         asyncio.set_event_loop(loop)
@@ -156,7 +159,7 @@ def simulate_open(cfg: SimConfig) -> dict:
         await asyncio.gather(*jobs)
         return _summary(cfg, stats, clock.now(), disp)
 
-    return _run_virtual(run)
+    return run_virtual(run)
 
 
 def simulate_closed(
@@ -197,7 +200,7 @@ def simulate_closed(
             out["p99_latency_s"] = percentile(lat, 99)
         return out
 
-    return _run_virtual(run)
+    return run_virtual(run)
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,7 @@ def simulate_ktasks_closed(cfg: KTaskSimConfig, clients: int, *, warm: bool = Fa
             "failures": sim.failures,
         }
 
-    return _run_virtual(run)
+    return run_virtual(run)
 
 
 def _summary(cfg: SimConfig, stats: PoolStats, end: float, disp: Dispatcher) -> dict:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +16,19 @@ from gpu.kaas import examples
 from gpu.kaas.format import parse
 from gpu.kaas.simulated import SimKaas, SimRun
 from gpu.model_table import ModelCost
-from gpu.simulator import KTaskSimConfig, SimConfig, simulate_closed, simulate_ktasks_closed
-from whisk.clock import Clock, LoopClock, VirtualTimeLoop
+from gpu.simulator import (
+    KTaskSimConfig,
+    SimConfig,
+    run_virtual,
+    simulate_closed,
+    simulate_ktasks_closed,
+)
+from whisk.clock import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 W = 2 * 2 * 5 * 4  # bytes of a client's constants: W/re and W/im, float32[2, 5] each
 KERNEL = 0.01
 BW = 1000.0  # bytes/s: a client's W copies in 0.08 s
-
-
-def virtual(make: Callable[[Clock], Coroutine[Any, Any, Any]]) -> Any:
-    loop = VirtualTimeLoop()
-    try:
-        asyncio.set_event_loop(loop)
-        return loop.run_until_complete(make(LoopClock(loop)))
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
 
 
 def two_clients_two_rounds(devices: int, budget: int) -> tuple[list[SimRun], SimKaas]:
@@ -51,7 +46,7 @@ def two_clients_two_rounds(devices: int, budget: int) -> tuple[list[SimRun], Sim
             out += await asyncio.gather(*(sim.run(t, c) for t, c in zip(tasks, "AB", strict=True)))
         return out, sim
 
-    return virtual(run)
+    return run_virtual(run)
 
 
 def timeline(runs: list[SimRun]) -> list[tuple[int, float, float, float, int, int]]:

@@ -44,6 +44,15 @@ def overrunning(sched: NodeScheduler[str]) -> Call[str]:
     return call
 
 
+def two_long_running(sched: NodeScheduler[str]) -> tuple[Call[str], Call[str]]:
+    """Two ``long`` calls, A and B, received and started at 1.0 (on two cores)."""
+    a = sched.admit("long", "A", 1.0)
+    b = sched.admit("long", "B", 1.0)
+    sched.start(1.0)
+    sched.start(1.0)
+    return a, b
+
+
 @pytest.mark.parametrize(
     ("cores", "margin", "max_calls", "words"),
     [
@@ -110,10 +119,7 @@ def test_a_call_paused_while_it_overran_leaves_its_core_clean() -> None:
 
 def test_pauses_are_counted_one_by_one() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, b = two_long_running(sched)
     sched.pause(a, 2.0)
     sched.pause(b, 2.0)
     assert sched.preempted == 2 and sched.paused == 2
@@ -217,10 +223,7 @@ def test_a_paused_call_resumes_before_a_shorter_head_only_when_the_rule_says_so(
 
 def test_the_paused_call_with_the_least_left_resumes_first() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, b = two_long_running(sched)
     sched.pause(a, 2.0)  # 9 s left
     sched.pause(b, 8.0)  # 3 s left
     assert sched.resume(8.0) is b and sched.resume(8.0) is a
@@ -237,10 +240,7 @@ def test_a_call_resumed_recently_is_not_paused_before_its_time_slice() -> None:
 
 def test_calls_sharing_a_core_are_no_victims() -> None:
     sched = trained(Preemption(share_cores=2), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, b = two_long_running(sched)
     sched.move(b, a.core)
     sched.admit("short", "S", 2.0)
     sched.start(2.0)
@@ -558,10 +558,7 @@ def two_long_and_a_short_head(resume_a: bool = False) -> tuple[NodeScheduler[str
     ``resume_a``: A paused and resumed at 2.0 (so met after B, its time run the same);
     ``short`` waits with no core."""
     sched = trained(Preemption(), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, _ = two_long_running(sched)
     if resume_a:
         sched.pause(a, 2.0)
         assert sched.resume(2.0) is a
@@ -620,10 +617,7 @@ def test_the_time_a_call_ran_adds_up_over_its_pauses() -> None:
 
 def test_a_pause_taken_back_lets_an_earlier_paused_call_resume_first() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, b = two_long_running(sched)
     sched.admit("short", "S1", 2.0)
     sched.pause(a, 2.0)
     s1 = sched.start(2.0)
@@ -636,10 +630,7 @@ def test_a_pause_taken_back_lets_an_earlier_paused_call_resume_first() -> None:
 
 def test_a_paused_call_that_ends_is_no_longer_handed_over() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
-    a = sched.admit("long", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
+    a, b = two_long_running(sched)
     sched.admit("short", "S1", 2.0)
     sched.pause(b, 2.0)
     s1 = sched.start(2.0)  # on B's core
