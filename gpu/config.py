@@ -72,6 +72,11 @@ class GpuConfig:
     kaas_max_wait_s: float = setting(
         60.0, help="longest a kTask may wait for its inputs (its wait_s parameter)"
     )
+    kaas_cuda_source: bool = setting(
+        False,
+        help="run kTasks' own CUDA source (it runs in the shared executor and can reach every "
+        "tenant's device memory: trusted tenants only)",
+    )
 
     def __post_init__(self) -> None:
         parse_device_spec(self.devices)

@@ -59,6 +59,16 @@ def _used(cache: CacheView, device: int) -> float:
     return float(cache.devices[device].used)
 
 
+# A kernel of the caller's own CUDA source runs in the device's shared executor, where device
+# pointers reach every tenant's constants and buffers: no sandbox separates them on the GPU.
+CUDA_SOURCE_REFUSED = (
+    "this kTask has a kernel of its own CUDA source, which this GPU pool does not run: such a "
+    "kernel runs in the executor every tenant shares and could read or write their device "
+    "memory; use built-in kernels, or ask the node's operator (--gpu-kaas-cuda-source, for "
+    "trusted tenants only)"
+)
+
+
 class GpuPool:
     def __init__(
         self,
@@ -311,6 +321,8 @@ class GpuPool:
             device_memory=max(d.memory_bytes for d in self.devices),
             max_wait_s=self.config.kaas_max_wait_s,
         )
+        if inv.task.needs_cuda and not self.config.kaas_cuda_source:
+            raise KTaskError(CUDA_SOURCE_REFUSED)
         client = namespace if self.config.fair_share_by == "namespace" else function
         put: list[str] = []
         try:

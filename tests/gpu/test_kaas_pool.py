@@ -247,3 +247,28 @@ async def test_the_shared_socket_refuses_the_data_layer(pool: GpuPool):
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert path.parent != Path(pool.socket_path() or "").parent  # not beside the shared one
     assert path.stat().st_uid == path.parent.stat().st_uid == os.getuid()
+
+
+async def test_a_ktasks_own_cuda_source_is_refused_unless_the_operator_allows_it(
+    pool: GpuPool,
+):
+    """A tenant's CUDA kernel would run in the executor every tenant shares, where device
+    pointers reach their constants: refused by default, whatever the device; allowed, it
+    meets the device's own check (on these CPU-backed devices: needs a CUDA device)."""
+    from gpu.pool import CUDA_SOURCE_REFUSED
+    from tests.gpu.test_kaas_executor import scale_doc
+
+    inline = {"inputs": {"x": [0.0] * 1000}}
+    with pytest.raises(KTaskError) as refused:
+        await run(pool, scale_doc(), inline)
+    assert str(refused.value) == CUDA_SOURCE_REFUSED
+    allowed = GpuPool(
+        GpuConfig(devices="virtual:1", memory_mb=64, kaas_cuda_source=True),
+        registry=CollectorRegistry(),
+    )
+    async with allowed:
+        with pytest.raises(KTaskError) as on_cpu:
+            await run(allowed, scale_doc(), inline)
+        assert str(on_cpu.value) == (
+            "the kTask has CUDA source kernels and the pool has no CUDA device"
+        )
