@@ -284,13 +284,19 @@ def test_a_call_that_took_no_time_is_no_measurement_of_its_share() -> None:
     assert sched.cores_table.calls[0] == 0 and sched.stats.expected("g") == 0.0
 
 
-def test_a_moved_calls_estimate_is_its_time_less_its_wait() -> None:
+def moved_beside_a_long_call() -> tuple[NodeScheduler[str], Call[str]]:
+    """A call of ``g`` started at 1.0 on one core, then moved beside a ``long`` one."""
     sched = trained(Preemption(share_cores=2), cores=(0, 1))
     a = sched.admit("g", "A", 1.0)
     b = sched.admit("long", "B", 1.0)
     sched.start(1.0)
     sched.start(1.0)
     sched.move(a, b.core)
+    return sched, a
+
+
+def test_a_moved_calls_estimate_is_its_time_less_its_wait() -> None:
+    sched, a = moved_beside_a_long_call()
     sched.finish(a, 3.0, cpu_s=0.5, waited_s=2.5)
     assert sched.stats.expected("g") == pytest.approx(0.5)
     assert sched.stats.share("g") == pytest.approx(1.0)  # 0.5 s of CPU in its 0.5 s
@@ -856,12 +862,7 @@ def test_a_call_without_a_duration_is_no_measurement_of_its_share() -> None:
 
 
 def test_a_moved_calls_estimate_is_its_time_less_a_short_wait() -> None:
-    sched = trained(Preemption(share_cores=2), cores=(0, 1))
-    a = sched.admit("g", "A", 1.0)
-    b = sched.admit("long", "B", 1.0)
-    sched.start(1.0)
-    sched.start(1.0)
-    sched.move(a, b.core)
+    sched, a = moved_beside_a_long_call()
     sched.finish(a, 5.0, cpu_s=2.0, waited_s=0.5)
     assert sched.stats.expected("g") == 4.5
     assert sched.stats.share("g") == pytest.approx(2.0 / 4.5)
