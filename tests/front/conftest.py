@@ -3,6 +3,7 @@ bus and store: the REST API's entity semantics end to end, without external serv
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import uuid
@@ -22,12 +23,13 @@ NS = "/api/v1/namespaces/_"
 SYSTEM_AUTH = {"Authorization": basic_auth(SYSTEM.authkey["api_key"])}
 
 
-@pytest.fixture
-async def live(request: pytest.FixtureRequest) -> AsyncIterator[Platform]:
-    """The platform; ``@pytest.mark.front_options(...)`` passes options to the front."""
-    marker = request.node.get_closest_marker("front_options")
-    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    # Outside /tmp, so that the process backend can give each container a private /tmp.
+@contextlib.asynccontextmanager
+async def live_platform(
+    front_options: dict[str, Any], gpu_pool: Any = None, **options: Any
+) -> AsyncIterator[Platform]:
+    """The platform on an embedded store and process containers, in a state directory of
+    its own (outside /tmp, so that the process backend can give each container a private
+    /tmp), removed after."""
     state = Path(tempfile.mkdtemp(prefix="owfront-", dir="/var/tmp"))
     store = EmbeddedStore(state / "db.sqlite3")
     backend = ProcessBackend(state / "containers", f"wskf{uuid.uuid4().hex[:6]}")
@@ -37,15 +39,25 @@ async def live(request: pytest.FixtureRequest) -> AsyncIterator[Platform]:
             store=store,
             backend=backend,
             state_dir=state,
-            front_options=options,
+            gpu_pool=gpu_pool,
+            front_options=front_options,
             policy="fifo",
             action_cores=(0,),
-            pause_grace_s=60,
+            **options,
         ) as plat:
             yield plat
     finally:
         await store.close()
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+async def live(request: pytest.FixtureRequest) -> AsyncIterator[Platform]:
+    """The platform; ``@pytest.mark.front_options(...)`` passes options to the front."""
+    marker = request.node.get_closest_marker("front_options")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    async with live_platform(options, pause_grace_s=60) as plat:
+        yield plat
 
 
 async def put_action(p: Platform, name: str, code: str, kind: str = "python:default", **more):

@@ -7,28 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
-import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
 
-from containers.process import ProcessBackend
 from front.identities import GUEST_AUTH, SYSTEM, Identities, basic_auth
 from gpu.config import GpuConfig
 from gpu.kaas import examples
 from gpu.kaas.client import KaasClient
 from gpu.pool import GpuPool
-from tests.front.conftest import NS, activation, invoke
-from tests.front.platform import Platform, platform
+from tests.front.conftest import NS, activation, invoke, live_platform
+from tests.front.platform import Platform
 from tests.gpu import kaas_cases as cases
-from whisk.bus.memory import MemoryBus
-from whisk.store.embedded import EmbeddedStore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(240)]
 
@@ -50,25 +43,10 @@ AS = {
 
 @pytest.fixture
 async def gpu_live() -> AsyncIterator[Platform]:
-    state = Path(tempfile.mkdtemp(prefix="owkaas-", dir="/var/tmp"))
-    store = EmbeddedStore(state / "db.sqlite3")
-    backend = ProcessBackend(state / "containers", f"wskk{uuid.uuid4().hex[:6]}")
-    pool = GpuPool(GpuConfig(devices="virtual:2", memory_mb=64))
-    try:
-        async with platform(
-            bus=MemoryBus(),
-            store=store,
-            backend=backend,
-            state_dir=state,
-            gpu_pool=pool,
-            front_options={"identities": IDENTITIES},
-            policy="fifo",
-            action_cores=(0,),
-        ) as plat:
-            yield plat
-    finally:
-        await store.close()
-        shutil.rmtree(state, ignore_errors=True)
+    async with live_platform(
+        {"identities": IDENTITIES}, GpuPool(GpuConfig(devices="virtual:2", memory_mb=64))
+    ) as plat:
+        yield plat
 
 
 async def create(p: Platform, name: str, code: str, ns: str = NS, **kw) -> tuple[int, dict]:
