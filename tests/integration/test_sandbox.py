@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -173,12 +174,13 @@ ATTACKS_PY = py("""
             "host_via_gateway": attempt(lambda: connect(("10.0.2.2", t["port"]))),
             "mount": attempt(mount),
             "unshare": attempt(unshare),
-            "leave_cgroup": attempt(leave_cgroup),
             "pin_elsewhere": attempt(lambda: os.sched_setaffinity(0, {0, 1})),
             "store_write": attempt(lambda: open(t["store"], "a").write("x")),
         }
-        if not a.get("unsandboxed"):  # as root outside a sandbox this would write to /usr
+        if not a.get("unsandboxed"):  # as root outside a sandbox these would change the host:
+            # a file in /usr; the host's root cgroup gaining a process
             out["write_root"] = attempt(lambda: open("/usr/ow-sandbox-probe", "w").close())
+            out["leave_cgroup"] = attempt(leave_cgroup)
         if a.get("fork"):
             out["forked"] = fork_bomb(a["fork"])
         if a.get("shm"):
@@ -507,18 +509,22 @@ async def test_unsandboxed_containers_are_reachable_which_is_why_the_sandbox_is_
     state_dir: Path,  # noqa: F811
     loopback_server: int,
 ) -> None:
-    b = ProcessBackend(state_dir / "open", new_prefix(), sandbox=False)
-    await b.start()
-    try:
-        make = Maker(b)
-        alice = await make(VICTIM_PY)
-        bob = await make(ATTACKS_PY)
-        t = targets(b, alice, loopback_server)
-        r = result(await run(bob, {"targets": t, "unsandboxed": True}))
-        assert r["loopback"]["ok"] and r["store"]["ok"] and r["invoker_cmdline"]["ok"]
-        assert len(r["procs"]) > 10, "it sees the host's processes"
-    finally:
-        await b.close()
+    # In a mount namespace of its own: unsandboxed, as root, its mount of a tmpfs on /tmp
+    # succeeds, and in the suite's namespace it covered the host's /tmp (the clone too).
+    before = os.path.ismount("/tmp")
+    probe = await asyncio.create_subprocess_exec(
+        "unshare", "--mount", "--propagation", "private", "--",
+        sys.executable, "-m", "tests.integration.unsandboxed_probe",
+        str(state_dir / "open"), str(loopback_server),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(probe.communicate(), 120)
+    assert probe.returncode == 0, err.decode()[-3000:]
+    r = json.loads(out.decode().splitlines()[-1])
+    assert r["loopback"]["ok"] and r["store"]["ok"] and r["invoker_cmdline"]["ok"]
+    assert len(r["procs"]) > 10, "it sees the host's processes"
+    assert r["mount"] == {"ok": True, "value": "mounted"}, "as root, unsandboxed, mount works"
+    assert os.path.ismount("/tmp") == before, "but only in the probe's own mount namespace"
 
 
 async def test_a_sandbox_that_cannot_be_built_is_refused_at_start(
