@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,15 +34,25 @@ os.environ.setdefault("KAFKA_JVM_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -X
 def exclusive_machine() -> Iterator[None]:
     """Hold the machine-wide benchmark lock: two benchmarks at once would share the bench
     ports and state (one's teardown stopping the other's services) and spoil each other's
-    figures, so a second one waits here."""
+    figures, so a second one waits here. The file goes with its last holder (removed while
+    held; a waiter that then finds it gone takes a new one): nothing is left in /tmp."""
     path = Path(tempfile.gettempdir()) / "ow-invoker-bench.lock"
-    with open(path, "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another benchmark to finish ({path})", file=sys.stderr)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    while True:
+        held = False
+        with open(path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"waiting for another benchmark to finish ({path})", file=sys.stderr)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            with suppress(FileNotFoundError):
+                held = os.fstat(lock.fileno()).st_ino == path.stat().st_ino
+            if held:
+                try:
+                    yield
+                finally:
+                    path.unlink(missing_ok=True)
+                return
 
 
 @contextmanager

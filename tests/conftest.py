@@ -24,6 +24,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import hostguard
+import skip_guard
 from services import (
     COUCHDB_PASSWORD,
     COUCHDB_TEST_PORT,
@@ -48,7 +50,11 @@ from services import (
 )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    hostguard.start(config)  # first: before the session's temporary directories exist
+    config.pluginmanager.register(hostguard, "ow-host-guard")
+    config.pluginmanager.register(skip_guard, "ow-skip-guard")
     config.addinivalue_line(
         "markers", "docker_only: an engine test run on the Docker Engine only (not on Podman)"
     )

@@ -90,8 +90,14 @@ class Slot:
         return base + 10 * self.index
 
     def release(self) -> None:
+        """Each lock let go; the machine-wide one's file (in /tmp) removed while still held,
+        and its folder with the last one: the suite leaves no file of its own in /tmp."""
+        machine = Path(self.locks[0].name)
+        machine.unlink(missing_ok=True)
         for lock in self.locks:
             lock.close()
+        with contextlib.suppress(OSError):
+            machine.parent.rmdir()  # fails while another session holds a slot
 
 
 def _ports_free(index: int) -> bool:
@@ -133,10 +139,13 @@ def acquire_slot() -> Slot:
         name = "test" if index == 0 else f"test-{index}"
         held = []
         for path in (machine_locks / f"slot-{index}.lock", TEST_STATE_ROOT / f"{name}.lock"):
+            path.parent.mkdir(exist_ok=True)  # another session's release may remove it
             lock = open(path, "a")  # noqa: SIM115 - held for the session
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                if os.fstat(lock.fileno()).st_ino != os.stat(path).st_ino:
+                    raise BlockingIOError  # removed by its last holder meanwhile
+            except (BlockingIOError, FileNotFoundError):
                 lock.close()
                 break
             held.append(lock)
