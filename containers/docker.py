@@ -71,7 +71,14 @@ from containers.backend import (
     ImagePullError,
     LogLine,
 )
-from containers.cpu import CpuTimes, cgroup_cpu_file, read_cgroup_cpu, read_cgroup_pressure
+from containers.cpu import (
+    CpuTimes,
+    cgroup_cpu_file,
+    read_cgroup_cpu,
+    read_cgroup_pressure,
+    threads_of,
+    threads_waited_seconds,
+)
 from containers.docker_engine import Engine, EngineError, image_tag
 from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
 from containers.docker_netns import (
@@ -285,8 +292,7 @@ class DockerContainer:
             if isinstance(self._cpu_file, Path):
                 used = read_cgroup_cpu(self._cpu_file)
                 if used is not None:
-                    waited = read_cgroup_pressure(self._cpu_file.parent / "cpu.pressure")
-                    return CpuTimes(used, waited or 0.0)
+                    return CpuTimes(used, _cgroup_waited(self._cpu_file.parent))
             stats = await self._engine.stats(self.id)
             return CpuTimes(int(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9)
         except (EngineError, KeyError, TypeError, ValueError):
@@ -794,3 +800,18 @@ class DockerBackend:
             del self._containers[c.id]
             if self.reach == "host":
                 self._ports.discard(c.port)
+
+
+def _cgroup_waited(cgroup: Path) -> float:
+    """Seconds the container's processes waited for a CPU: its v2 ``cpu.pressure``; on a v1
+    hierarchy (no pressure file) the run-queue delay of the processes in its ``cgroup.procs``.
+    Without it, a CPU-bound call slowed by the node's other work read as one that mostly
+    waits (its share low), and was shared instead of paused for."""
+    waited = read_cgroup_pressure(cgroup / "cpu.pressure")
+    if waited is not None:
+        return waited
+    try:
+        pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return 0.0
+    return threads_waited_seconds(threads_of(pids))
