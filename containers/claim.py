@@ -5,13 +5,17 @@ host-wide, and a killed run's leftovers must go). A second invoker started on th
 with the same name would therefore destroy a running one's containers; it is refused
 instead, by an exclusive lock on a per-prefix file that the kernel drops when its holder
 exits, however it exits.
+
+The locks live where every invoker of the host sees the same files (:func:`lock_dir`), never
+in the temporary directory: ``TMPDIR`` or systemd's ``PrivateTmp=yes`` give each invoker a
+``/tmp`` of its own, and two invokers would then take the same prefix or uid block.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
+import stat
 from pathlib import Path
 
 
@@ -19,16 +23,50 @@ class PrefixInUse(ValueError):
     """Another live backend on this host uses the prefix (a configuration error)."""
 
 
+RUN_DIR_ENV = "OW_INVOKER_RUN_DIR"  # an override: the test suite keeps its locks apart
+
+
 def lock_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"ow-invoker-{os.getuid()}"
+    """The host-wide directory of this user's invokers (locks; the process backend's sandbox
+    roots and sockets): ``/run/ow-invoker`` as root; else ``$XDG_RUNTIME_DIR/ow-invoker``,
+    ``/run/user/<uid>/ow-invoker`` or ``/dev/shm/ow-invoker-<uid>``, the first that exists.
+    Not ``/tmp`` or ``/var/tmp``: ``PrivateTmp=yes`` hides both."""
+    if override := os.environ.get(RUN_DIR_ENV):
+        return Path(override)
+    uid = os.geteuid()
+    if uid == 0:
+        return Path("/run/ow-invoker")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    for runtime in (xdg, f"/run/user/{uid}"):
+        if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
+            return Path(runtime) / "ow-invoker"
+    return Path(f"/dev/shm/ow-invoker-{uid}")
+
+
+def sandbox_dir() -> Path:
+    """Where the process backend's sandbox roots and sockets go: the lock directory, unless
+    that is in a non-root user's runtime directory (0700, which containers' uids cannot
+    pass to reach their roots); then ``/dev/shm/ow-invoker-<uid>``."""
+    if os.geteuid() == 0 or os.environ.get(RUN_DIR_ENV):
+        return lock_dir()
+    return Path(f"/dev/shm/ow-invoker-{os.geteuid()}")
+
+
+def own_dir(directory: Path, mode: int = 0o700) -> Path:
+    """``directory``, made if missing, refused unless it is a directory of this user's: in
+    a world-writable parent (``/dev/shm``) another user could have made it first."""
+    directory.mkdir(mode=mode, parents=True, exist_ok=True)
+    st = directory.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise PermissionError(f"{directory} is not a directory of uid {os.geteuid()}")
+    return directory
 
 
 class PrefixClaim:
     """Held while the backend runs; :meth:`release` (or the process's exit) frees it."""
 
     def __init__(self, prefix: str, directory: Path | None = None) -> None:
-        directory = directory or lock_dir()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = own_dir(directory or lock_dir())
         self.path = directory / f"{prefix}.lock"
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -67,8 +105,7 @@ class UidBlockClaim:
         subgid: tuple[int, int] | None = None,
         directory: Path | None = None,
     ) -> None:
-        directory = directory or lock_dir()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = own_dir(directory or lock_dir())
         uid0, gid0 = (subuid or (UID_BASE, 0))[0], (subgid or subuid or (UID_BASE, 0))[0]
         blocks = UID_BLOCKS
         if subuid is not None and subgid is not None:

@@ -23,6 +23,8 @@ def make_backend(
     action_network: str = "outbound",
     pids_limit: int = 1024,
     sandbox_host_ports: tuple[int, ...] = (),
+    action_network_deny: tuple[str, ...] = (),
+    action_network_allow: tuple[str, ...] = (),
 ) -> ContainerBackend:
     if kind == "process":
         from containers.process import ProcessBackend
@@ -35,6 +37,8 @@ def make_backend(
             network=action_network,
             pids_limit=pids_limit,
             host_ports=sandbox_host_ports,
+            network_deny=action_network_deny,
+            network_allow=action_network_allow,
         )
     if kind == "docker":
         from containers.docker import DockerBackend

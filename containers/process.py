@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import logging
 import os
 import pwd
@@ -62,7 +63,7 @@ from typing import Any
 
 from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
-from containers.claim import PrefixClaim, UidBlockClaim, lock_dir
+from containers.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from containers.runtimes import sandbox
@@ -403,8 +404,8 @@ class ProcessContainer:
                 self._oom = self.cgroup.oom_kills() > 0
             if self.exit_status is None:  # once reaped, the pid may belong to someone else
                 _kill_group(self.pid)
-            if self.cgroup is not None:
-                await _remove_cgroup(self.cgroup)
+            if self.cgroup is not None and not await _remove_cgroup(self.cgroup, warn=False):
+                self._backend._reap_later([self.cgroup])  # never left behind while it runs
             await asyncio.to_thread(shutil.rmtree, self.dir, ignore_errors=True)
         except Exception as e:
             log.warning("destroying container %s: %s", self.name, e)
@@ -441,7 +442,9 @@ class ProcessBackend:
     ``private_tmp`` (a mount namespace with the container's ``tmp/`` on ``/tmp``),
     ``zygote_fork`` (False: a fresh interpreter per python container, the slow baseline),
     ``max_response_bytes`` (of a runtime's answer kept), ``nofile`` (RLIMIT_NOFILE), ``user``
-    (run actions as this user), ``spares`` (children the zygote forks ahead of demand)."""
+    (run actions as this user), ``spares`` (children the zygote forks ahead of demand),
+    ``network_deny``/``network_allow`` (IPv4 prefixes sandboxed actions may not reach, and
+    may even so; the node's own addresses and link-local are refused unless allowed)."""
 
     name = "process"
 
@@ -464,6 +467,8 @@ class ProcessBackend:
         network: str = "outbound",
         pids_limit: int = 1024,
         host_ports: tuple[int, ...] = (),
+        network_deny: tuple[str, ...] = (),
+        network_allow: tuple[str, ...] = (),
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
             raise ValueError(f"bad name prefix {name_prefix!r}")
@@ -487,6 +492,11 @@ class ProcessBackend:
         self.network = network
         self.pids_limit = pids_limit
         self.host_ports = host_ports
+        # Besides the node's addresses and link-local (sandbox.ALWAYS_DENIED): a.b.c.d/n.
+        self.network_deny, self.network_allow = (
+            tuple(str(ipaddress.IPv4Network(p, strict=False)) for p in prefixes)
+            for prefixes in (network_deny, network_allow)
+        )
         self._shared: dict[str, str] = {}  # inside path -> host path, e.g. the GPU pool
         self._uids: UidBlockClaim | None = None
         self._rootless: tuple[tuple[int, int], tuple[int, int]] | None = None
@@ -656,14 +666,20 @@ class ProcessBackend:
             return
         grace = 2.0 if self._closed else LEFTOVER_GRACE_S
         done = await asyncio.gather(*(_remove_cgroup(cg, grace, warn=False) for cg in found))
-        busy = [cg for cg, ok in zip(found, done, strict=True) if not ok]
+        self._reap_later([cg for cg, ok in zip(found, done, strict=True) if not ok])
+
+    def _reap_later(self, busy: list[cgroups.ContainerCgroup]) -> None:
+        """Cgroups whose processes are still exiting (a loaded machine, a frozen task):
+        removed by the background reaper while the backend runs, named when left behind
+        at its close. A destroyed container's cgroup used to be left behind after 5 s: one
+        cgroup more for each slow exit, for as long as the invoker ran."""
         if not busy:
             return
         names = ", ".join(cg.memory.name for cg in busy)
         if self._closed:
-            log.warning("leftover cgroups still busy, left behind: %s", names)
+            log.warning("cgroups still busy, left behind: %s", names)
             return
-        log.info("leftover cgroups still busy (processes exiting), removed later: %s", names)
+        log.info("cgroups still busy (processes exiting), removed later: %s", names)
         self._busy.update((cg.memory, cg) for cg in busy)
         if self._reaper is None or self._reaper.done():
             self._reaper = spawn(self._reap_busy(), name="process-cgroup-reaper")
@@ -697,9 +713,7 @@ class ProcessBackend:
         if self._zygote is not None:
             zygote, self._zygote = self._zygote, None
             await zygote.stop()
-            (self.state_dir / f"{self.name_prefix}.zygote.{zygote.pid}.json").unlink(
-                missing_ok=True
-            )
+            await self._remove_spares_of(zygote)  # their cgroups outlived them, at every close
         self.log_watcher.close()
         if self.sandbox:
             for d in (self._socket_dir(), self._sandbox_dir()):
@@ -751,7 +765,7 @@ class ProcessBackend:
         base, sockets = self._sandbox_dir(), self._socket_dir()
         for d in (base, sockets):  # a previous run's: the prefix is ours
             shutil.rmtree(d, ignore_errors=True)
-        lock_dir().chmod(0o711)  # traversable, not listable: the sandbox dir lies in it
+        own_dir(base.parent).chmod(0o711)  # traversable, not listable: sandbox dirs lie in it
         base.mkdir(mode=0o711)
         sockets.mkdir(mode=0o700)
         root, opt = base / "root", base / "opt"
@@ -789,6 +803,8 @@ class ProcessBackend:
             "slirp4netns": shutil.which("slirp4netns"),
             "pids_max": self.pids_limit,
             "host_ports": list(self.host_ports),
+            "deny": list(self.network_deny),
+            "allow": list(self.network_allow),
             "uid_base": self._uids.base,
             "uid_count": self._uids.count,
             "gid_base": self._uids.gid_base,
@@ -798,16 +814,17 @@ class ProcessBackend:
         }
 
     def _sandbox_dir(self) -> Path:
-        """The new roots' mount point and what sandboxes see of the project, in the lock
-        directory: reachable by containers' uids (0711), one per prefix and state dir."""
+        """The new roots' mount point and what sandboxes see of the project, in the host-wide
+        run directory (``claim.sandbox_dir``): reachable by containers' uids (0711), one per
+        prefix and state dir."""
         key = hashlib.sha256(f"{self.state_dir}\0{self.name_prefix}".encode()).hexdigest()
-        return lock_dir() / f"sandbox-{key[:12]}"
+        return sandbox_dir() / f"sandbox-{key[:12]}"
 
     def _socket_dir(self) -> Path:
         """Where runtimes listen: short (a Unix socket's path has at most 107 bytes) and
-        private (the invoker's 0700 lock directory), one per prefix and state dir."""
+        private (0700, beside the sandbox dir), one per prefix and state dir."""
         key = hashlib.sha256(f"{self.state_dir}\0{self.name_prefix}".encode()).hexdigest()
-        return lock_dir() / f"sock-{key[:12]}"
+        return sandbox_dir() / f"sock-{key[:12]}"
 
     def _under_tmp(self) -> bool:
         """Whether a private /tmp would hide what containers need: their own directories,

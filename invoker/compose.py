@@ -43,6 +43,8 @@ def build_invoker(
         action_network=cfg.action_network,
         pids_limit=cfg.pids_limit,
         sandbox_host_ports=cfg.sandbox_host_ports,
+        action_network_deny=cfg.action_network_deny,
+        action_network_allow=cfg.action_network_allow,
     )
     metrics = InvokerMetrics()
     gpu_pool = None

@@ -8,6 +8,7 @@ Validated once, then frozen."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -167,6 +168,16 @@ class InvokerConfig:
         help="ports of the host's loopback that sandboxed actions may reach at 127.0.0.1, "
         "e.g. a local object store (process; none by default)",
     )
+    action_network_deny: tuple[str, ...] = setting(
+        factory=tuple,
+        help="IPv4 prefixes a.b.c.d/n,... sandboxed actions may not reach, e.g. the cluster's "
+        "private ranges (process; the node's own addresses and 169.254.0.0/16 always)",
+    )
+    action_network_allow: tuple[str, ...] = setting(
+        factory=tuple,
+        help="IPv4 prefixes sandboxed actions may reach even so: the longest matching prefix "
+        "decides, an allowed one at equal length (process)",
+    )
     action_user: str | None = setting(
         None,
         help="with --sandbox none: run actions as this user, e.g. nobody (the invoker as root)",
@@ -225,6 +236,18 @@ class InvokerConfig:
             raise ValueError(f"sandbox: namespaces or none, not {self.sandbox!r}")
         if self.action_network not in ("outbound", "none"):
             raise ValueError(f"action_network: outbound or none, not {self.action_network!r}")
+        for prefix in (*self.action_network_deny, *self.action_network_allow):
+            try:
+                ipaddress.IPv4Network(prefix, strict=False)
+            except ValueError:
+                raise ValueError(f"action network prefix {prefix!r}: not a.b.c.d/n") from None
+        if (self.action_network_deny or self.action_network_allow) and (
+            self.backend != "process" or self.sandbox == "none"
+        ):
+            raise ValueError(
+                "--action-network-deny/--action-network-allow are the sandboxed process "
+                "backend's (on Docker: the DOCKER-USER iptables chain)"
+            )
         if self.backend not in ("process", "docker"):
             raise ValueError(f"unknown backend {self.backend!r}: choose process or docker")
         if self.docker_reach not in ("netns", "publish", "address", "host"):

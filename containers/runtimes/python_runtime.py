@@ -53,6 +53,7 @@ import time
 import traceback
 import types
 import zipfile
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -937,7 +938,7 @@ class Zygote:
             step = 2 if sandbox.get("userns") else 1  # a user namespace maps two uids
             self.uids = self.sandbox.UidPool(sandbox["uid_base"], sandbox["uid_count"], step)
         self.socket_dir: str = (sandbox or {}).get("sockets", "")
-        self.owned: dict[int, tuple[int | None, str | None]] = {}  # pid -> (uid, socket)
+        self.owned: dict[int, _Spare] = {}  # pid -> its uid, socket and cgroups, until reaped
 
     def run(self) -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -1069,10 +1070,14 @@ class Zygote:
 
     def fork_spare(self) -> _Spare:
         self.seq += 1
-        dirs = self.cgroups.make(f"{self.prefix}_spare_{self.run_tag}_{self.seq}")
+        uid = self.uids.take() if self.uids is not None else None  # before any cgroup
+        try:
+            dirs = self.cgroups.make(f"{self.prefix}_spare_{self.run_tag}_{self.seq}")
+        except BaseException:
+            self._release(uid, None)
+            raise
         fds: list[int] = []
         path: str | None = None
-        uid = self.uids.take() if self.uids is not None else None
         if self.socket_dir:  # reachable by the invoker only (its directory is 0700)
             path = os.path.join(self.socket_dir, f"{self.run_tag}_{self.seq}.sock")
             lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1116,15 +1121,16 @@ class Zygote:
             os.close(fd)
         spare = _Spare(pid, port, out_r, err_r, assign_w, dirs)
         spare.socket, spare.uid = path, uid
-        self.owned[pid] = (uid, path)
+        self.owned[pid] = spare
         self.children.add(pid)
         self.spare_by_pid[pid] = spare
         return spare
 
-    def _release(self, uid: int | None, path: str | None) -> None:
-        """A container's uid and socket, once every process of it is gone."""
+    def _release(self, uid: int | None, path: str | None, cgroups: Sequence[str] = ()) -> None:
+        """A container's socket, once its shim is reaped; its uid goes into the pool's
+        quarantine, until nothing of the container is alive (its ``cgroups`` empty)."""
         if uid is not None and self.uids is not None:
-            self.uids.give_back(uid)
+            self.uids.give_back(uid, cgroups)
         if path is not None:
             try:
                 os.unlink(path)
@@ -1246,7 +1252,8 @@ class Zygote:
             if pid not in self.children:
                 continue  # an orphan we adopted as subreaper
             self.children.discard(pid)
-            self._release(*self.owned.pop(pid, (None, None)))
+            if (gone := self.owned.pop(pid, None)) is not None:
+                self._release(gone.uid, gone.socket, gone.cgroups)
             spare = self.spare_by_pid.pop(pid, None)
             if spare is not None:  # never assigned
                 if spare in self.spares:  # died idle: do not fork replacements in a tight loop
