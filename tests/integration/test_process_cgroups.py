@@ -50,9 +50,9 @@ def freezer() -> Iterator[Path]:
 
 
 async def test_a_cgroup_busy_past_destroys_wait_is_removed_once_its_processes_exit(
-    make,
-    backend: ProcessBackend,
-    freezer: Path,  # noqa: F811
+    make,  # noqa: F811
+    backend: ProcessBackend,  # noqa: F811
+    freezer: Path,
 ) -> None:
     c = await make(ECHO_PY)
     assert result(await run(c))["greeting"] == "Hello stranger"
