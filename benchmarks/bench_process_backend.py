@@ -134,9 +134,14 @@ async def clients(backend: ProcessBackend, n: int) -> dict[str, tuple[float, flo
     except ImportError:
         aiohttp = None
     if aiohttp is not None:
-        conn = aiohttp.TCPConnector(limit=1, force_close=False)
+        # A sandboxed runtime (the default) listens on a Unix socket, not a port.
+        conn: aiohttp.BaseConnector = (
+            aiohttp.UnixConnector(path=c.socket_path, limit=1, force_close=False)
+            if c.socket_path
+            else aiohttp.TCPConnector(limit=1, force_close=False)
+        )
         async with aiohttp.ClientSession(connector=conn) as session:
-            url = f"http://{host}:{port}/run"
+            url = f"http://{host}:{port}/run" if port else "http://runtime/run"
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
 
             async def post() -> None:
