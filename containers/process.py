@@ -84,6 +84,7 @@ LOG_FILE = "log.json"
 HOST = "127.0.0.1"
 LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes to exit
 BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
+CLOSE_REAP_S = 10.0  # how long close() waits for busy cgroups before leaving them behind
 NETWORKS = ("outbound", "none")  # sandboxed actions: NAT'ed outbound connections, or none
 SLIRP_DNS = "10.0.2.3"
 GPU_CLIENT = ("__init__.py", "client.py", "protocol.py")  # what a GPU action imports
@@ -675,14 +676,30 @@ class ProcessBackend:
         cgroup more for each slow exit, for as long as the invoker ran."""
         if not busy:
             return
-        names = ", ".join(cg.memory.name for cg in busy)
-        if self._closed:
-            log.warning("cgroups still busy, left behind: %s", names)
-            return
-        log.info("cgroups still busy (processes exiting), removed later: %s", names)
         self._busy.update((cg.memory, cg) for cg in busy)
+        if self._closed:
+            return  # close() gives them their last CLOSE_REAP_S
+        names = ", ".join(cg.memory.name for cg in busy)
+        log.info("cgroups still busy (processes exiting), removed later: %s", names)
         if self._reaper is None or self._reaper.done():
             self._reaper = spawn(self._reap_busy(), name="process-cgroup-reaper")
+
+    async def _last_reap(self) -> None:
+        """At close, the busy cgroups get ``CLOSE_REAP_S`` more (their processes were killed:
+        on a loaded machine they can take seconds to exit); what is still busy then is
+        named, and removed by the next start with this prefix."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_REAP_S
+        while self._busy and loop.time() < deadline:
+            for key, cg in list(self._busy.items()):
+                cg.kill_all()
+                if cg.remove():
+                    del self._busy[key]
+            if self._busy:
+                await asyncio.sleep(0.1)
+        if self._busy:
+            names = ", ".join(str(p.name) for p in self._busy)
+            log.warning("cgroups still busy at close, left to the next start: %s", names)
 
     async def _reap_busy(self) -> None:
         """Retry the busy leftover cgroups (killing what is in them) with backoff until they go."""
@@ -707,13 +724,14 @@ class ProcessBackend:
             return
         self._closed = True
         await asyncio.gather(*(c.destroy() for c in list(self._containers.values())))
-        if self._reaper is not None:  # what is still busy is the next run's leftover
+        if self._reaper is not None:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
         if self._zygote is not None:
             zygote, self._zygote = self._zygote, None
             await zygote.stop()
             await self._remove_spares_of(zygote)  # their cgroups outlived them, at every close
+        await self._last_reap()
         self.log_watcher.close()
         if self.sandbox:
             for d in (self._socket_dir(), self._sandbox_dir()):

@@ -52,9 +52,9 @@ from services import (
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    hostguard.start(config)  # first: before the session's temporary directories exist
-    config.pluginmanager.register(hostguard, "ow-host-guard")
-    config.pluginmanager.register(skip_guard, "ow-skip-guard")
+    if hostguard.start(config):  # first: before the session's temporary directories exist
+        config.pluginmanager.register(hostguard, "ow-host-guard")
+        config.pluginmanager.register(skip_guard, "ow-skip-guard")
     config.addinivalue_line(
         "markers", "docker_only: an engine test run on the Docker Engine only (not on Podman)"
     )

@@ -162,10 +162,11 @@ class HostGuard:
             found.append(f"a network interface of the host's is gone: {name}")
         for path in sorted(now.cgroups - before.cgroups):
             found.append(f"a cgroup left behind: {path}")
-        for name in sorted(now.tmp - before.tmp):
+        own = {os.path.basename(p) for p in self.own_tmp}  # made by the run, removed at its end
+        for name in sorted(now.tmp - before.tmp - own):
             if not any(fnmatch.fnmatch(name, pattern) for pattern in self.ignore):
                 found.append(f"left in {tempfile.gettempdir()}: {name}")
-        for name in sorted(before.tmp - now.tmp):
+        for name in sorted(before.tmp - now.tmp - own):
             found.append(f"gone from {tempfile.gettempdir()}: {name}")
         return found
 
@@ -180,13 +181,14 @@ class HostGuard:
 _guard: HostGuard | None = None
 
 
-def start(config: pytest.Config) -> None:
+def start(config: pytest.Config) -> bool:
     """From the first ``pytest_configure``, before the session's temporary directories exist:
     they go in directories of this run, removed at its end, and every child this session
-    starts carries its marker."""
+    starts carries its marker. False for a pytest that a test runs (mutmut's), which the
+    outer session's guards cover."""
     global _guard
-    if config.option.collectonly or hasattr(config, "workerinput"):
-        return
+    if config.option.collectonly or MARKER in os.environ:
+        return False
     token = secrets.token_hex(8)
     os.environ[MARKER] = token
     own: list[str] = []
@@ -201,6 +203,7 @@ def start(config: pytest.Config) -> None:
         os.environ["OW_INVOKER_RUN_DIR"] = run
         own.append(run)
     _guard = HostGuard(token, tuple(own))
+    return True
 
 
 @pytest.hookimpl(trylast=True)
@@ -215,7 +218,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             continue
         shutil.rmtree(path, ignore_errors=True)
     kept = [os.path.basename(p) for p in _guard.own_tmp if os.path.exists(p)]
-    _guard.ignore += kept
     found = _guard.settle()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if kept and reporter is not None:

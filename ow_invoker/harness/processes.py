@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from containers import cgroups
 from front.identities import GUEST_AUTH, basic_auth
 from invoker.config import InvokerConfig
 from ow_invoker.harness.controller import CouchAddress, KafkaAddress
@@ -259,9 +260,28 @@ class InvokerProcess:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
+        """Kill it if it still runs, and remove what it leaves (its containers' cgroups)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+            remove_container_cgroups(self.config.container_prefix)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def remove_container_cgroups(prefix: str, timeout_s: float = 10.0) -> list[str]:
+    """Remove the cgroups of the containers named ``prefix``_* that a killed invoker leaves
+    (its containers die with its zygote; their cgroups stay until the next invoker with that
+    prefix starts, which a test's last one never does), killing what is left in them. No
+    test may leave a cgroup on the host. Returns the names of those still busy."""
+    support = cgroups.probe(prefix)
+    left = cgroups.find_leftovers(support, prefix)
+    for _ in range(max(1, int(timeout_s * 10))):
+        for cg in left:
+            cg.kill_all()
+        left = [cg for cg in left if not cg.remove()]
+        if not left:
+            break
+        time.sleep(0.1)
+    return [cg.memory.name for cg in left]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import re
 import signal
+import socket
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -21,8 +24,9 @@ import aiohttp
 import pytest
 
 from front.identities import GUEST_AUTH, basic_auth
+from invoker.config import InvokerConfig
 from ow_invoker.harness.controller import running_invoker
-from ow_invoker.harness.processes import free_port
+from ow_invoker.harness.processes import free_port, remove_container_cgroups
 from whisk.protocol import QualifiedName
 from whisk.protocol.controller import action_document
 
@@ -105,12 +109,35 @@ class Guide:
         return "\n".join(parts)
 
     def stop_all(self) -> None:
+        """Stop what the guide started, as an operator would (SIGTERM: the invokers remove
+        their containers), killing what is still up after 30 s; then remove what a killed
+        invoker leaves (its containers' cgroups, under the guide's `wsk<hostname -s><id>`)."""
+        pids = []
         for pid_file in self.state.glob("*.pid"):
-            try:
+            with contextlib.suppress(ValueError, ProcessLookupError):
                 pid = int(pid_file.read_text())
+                os.kill(pid, signal.SIGTERM)
+                pids.append(pid)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except (ValueError, ProcessLookupError):
-                pass
+        host = socket.gethostname().split(".")[0]
+        for instance in (0, 1):
+            remove_container_cgroups(
+                InvokerConfig(unique_name=host, instance=instance).container_prefix
+            )
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, once its parent is gone, is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 async def _invoke(http, apihost: str, name: str, params: dict) -> str:

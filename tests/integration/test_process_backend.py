@@ -478,14 +478,15 @@ TMP_PROBE = py("""
     def main(a):
         with tempfile.NamedTemporaryFile('w', delete=False, suffix='.txt') as f:
             f.write(a['me'])
-        with open('/tmp/shared-name.txt', 'w') as g:
-            g.write(a['me'])
+        if a['private']:  # else /tmp is the host's, where no test may leave a file
+            with open('/tmp/shared-name.txt', 'w') as g:
+                g.write(a['me'])
         with open('relative.txt', 'w') as h:
             h.write(a['me'])
         tmp = tempfile.gettempdir()
         return {'cwd': os.getcwd(), 'tmpdir': tmp, 'temp': os.path.dirname(f.name),
-                'shared': open('/tmp/shared-name.txt').read(), 'home': os.environ['HOME'],
-                'listing': sorted(os.listdir(tmp))}
+                'shared': a['private'] and open('/tmp/shared-name.txt').read(),
+                'home': os.environ['HOME'], 'listing': sorted(os.listdir(tmp))}
     """)
 
 
@@ -501,17 +502,19 @@ async def test_own_cwd_and_tmp_per_container_unsandboxed(state_dir: Path) -> Non
 
 async def _own_cwd_and_tmp(make: Maker, backend: ProcessBackend) -> None:
     a, b = await make(TMP_PROBE), await make(TMP_PROBE)
-    ra, rb = result(await run(a, {"me": "a"})), result(await run(b, {"me": "b"}))
+    private = backend.private_tmp  # off for a checkout under /tmp, which it would hide
+    ra = result(await run(a, {"me": "a", "private": private}))
+    rb = result(await run(b, {"me": "b", "private": private}))
     assert ra["cwd"] == str(a.dir / "work") and rb["cwd"] == str(b.dir / "work")
     assert ra["tmpdir"] == str(a.dir / "tmp") and ra["temp"] == ra["tmpdir"]
     assert ra["home"] == ra["cwd"]
     assert (a.dir / "work" / "relative.txt").read_text() == "a"
     assert (b.dir / "work" / "relative.txt").read_text() == "b"
-    again = result(await run(a, {"me": "a"}))
+    again = result(await run(a, {"me": "a", "private": private}))
     own = [n for n in again["listing"] if n.endswith(".txt") and n != "shared-name.txt"]
     assert len(own) == 2  # the two runs of a; b's temp file is in b's directory
     assert len(list((b.dir / "tmp").glob("*.txt"))) >= 1
-    if backend.private_tmp:  # /tmp itself is private too
+    if private:  # /tmp itself is private too
         assert (ra["shared"], rb["shared"], again["shared"]) == ("a", "b", "a")
         assert (a.dir / "tmp" / "shared-name.txt").read_text() == "a"
 
