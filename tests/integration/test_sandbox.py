@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +21,7 @@ import pytest
 from containers.backend import ContainerGone
 from containers.claim import UID_BASE
 from containers.process import ProcessBackend, ProcessContainer
+from tests.integration.netns import server_in_namespace
 from tests.integration.test_process_backend import (
     NODE,
     ROOT,
@@ -37,8 +36,6 @@ from tests.integration.test_process_backend import (
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
-IP = shutil.which("ip")
-_netns_counter = itertools.count()
 
 
 @pytest.fixture
@@ -402,51 +399,10 @@ OUTBOUND_PY = py("""
 
 @pytest.fixture
 def outside_server() -> Iterator[tuple[str, int]]:
-    """A server in a network namespace this test makes (a host of its own on a veth pair,
-    198.18.0.0/30, the benchmarking range): stands in for the internet. The namespace is the
-    server process's own (``unshare --net``), so it goes, veth and all, when the server does."""
-    if IP is None or shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        pytest.skip("iproute2 and util-linux are needed")
-    veth = f"owsb{os.getpid() % 100000}v{next(_netns_counter)}"
-    host_ip, ns_ip, port = "198.18.0.1", "198.18.0.2", 18080
-    code = (
-        "import socket, sys\n"
-        "print('in', flush=True)\n"  # unshare has made the namespace
-        "sys.stdin.readline()\n"  # the host has configured the link
-        f"s = socket.create_server(({ns_ip!r}, {port}))\n"
-        "print('ready', flush=True)\n"
-        "for _ in range(20):\n"
-        "    c, _ = s.accept()\n"
-        "    c.sendall(b'from outside: ' + c.recv(100))\n"
-        "    c.close()\n"
-    )
-    server = subprocess.Popen(
-        ["unshare", "--net", "--", sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    inside = ["nsenter", "-t", str(server.pid), "-n", IP]
-    try:
-        assert server.stdout is not None and server.stdout.readline().strip() == b"in"
-        for cmd in (
-            [IP, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
-             str(server.pid)],
-            [IP, "addr", "add", f"{host_ip}/30", "dev", veth],
-            [IP, "link", "set", veth, "up"],
-            [*inside, "addr", "add", f"{ns_ip}/30", "dev", "eth0"],
-            [*inside, "link", "set", "eth0", "up"],
-            [*inside, "link", "set", "lo", "up"],
-        ):  # fmt: skip
-            subprocess.run(cmd, check=True, capture_output=True)
-        assert server.stdin is not None
-        server.stdin.write(b"go\n")
-        server.stdin.flush()
-        assert server.stdout.readline().strip() == b"ready"
-        yield ns_ip, port
-    finally:
-        server.kill()
-        server.wait()
-        subprocess.run([IP, "link", "del", veth], capture_output=True)
+    """A server on a host of its own (198.18.0.0/30, the benchmarking range): stands in for
+    the internet."""
+    with server_in_namespace("198.18.0.1", "198.18.0.2", 30, 18080, b"from outside: ") as at:
+        yield at
 
 
 async def test_outbound_connections_reach_the_outside(

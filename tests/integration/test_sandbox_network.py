@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +20,7 @@ from containers.factory import make_backend
 from containers.process import ProcessBackend, ProcessContainer
 from invoker import config as invoker_config
 from ow_invoker.cli import build_parser
+from tests.integration.netns import server_in_namespace
 from tests.integration.test_process_backend import (
     Maker,
     new_prefix,
@@ -32,7 +29,6 @@ from tests.integration.test_process_backend import (
     state_dir,  # noqa: F401  (a fixture)
 )
 from tests.integration.test_sandbox import (  # noqa: F401  (fixtures)
-    IP,
     OUTBOUND_PY,
     backend,
     make,
@@ -41,7 +37,6 @@ from tests.integration.test_sandbox import (  # noqa: F401  (fixtures)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
 REFUSED = "Permission denied"  # connect() on a "prohibit" route: EACCES, at once
-_veths = itertools.count()
 
 
 async def reach(c: ProcessContainer, host: str, port: int) -> dict[str, Any]:
@@ -68,50 +63,11 @@ async def server_at(host: str) -> AsyncIterator[int]:
 
 @pytest.fixture
 def link_local_server() -> Iterator[tuple[str, int]]:
-    """A server at 169.254.198.2 in a network namespace the test makes (its own: it goes
-    with the server process), the host's side of the veth at 169.254.198.1/30: a metadata
-    service. Not 169.254.169.254, which a /30 on the host would take from a real one."""
-    if IP is None or shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        pytest.skip("iproute2 and util-linux are needed")
-    veth = f"owll{os.getpid() % 100000}v{next(_veths)}"
-    host_ip, ns_ip, port = "169.254.198.1", "169.254.198.2", 80
-    code = (
-        "import socket, sys\n"
-        "print('in', flush=True)\n"
-        "sys.stdin.readline()\n"
-        f"s = socket.create_server(({ns_ip!r}, {port}))\n"
-        "print('ready', flush=True)\n"
-        "while True:\n"
-        "    c, _ = s.accept()\n"
-        "    c.sendall(b'metadata: ' + c.recv(100))\n"
-        "    c.close()\n"
-    )
-    server = subprocess.Popen(
-        ["unshare", "--net", "--", sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    inside = ["nsenter", "-t", str(server.pid), "-n", IP]
-    try:
-        assert server.stdout is not None and server.stdout.readline().strip() == b"in"
-        for cmd in (
-            [IP, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
-             str(server.pid)],
-            [IP, "addr", "add", f"{host_ip}/30", "dev", veth],
-            [IP, "link", "set", veth, "up"],
-            [*inside, "addr", "add", f"{ns_ip}/30", "dev", "eth0"],
-            [*inside, "link", "set", "eth0", "up"],
-        ):  # fmt: skip
-            subprocess.run(cmd, check=True, capture_output=True)
-        assert server.stdin is not None
-        server.stdin.write(b"go\n")
-        server.stdin.flush()
-        assert server.stdout.readline().strip() == b"ready"
-        yield ns_ip, port
-    finally:
-        server.kill()
-        server.wait()
-        subprocess.run([IP, "link", "del", veth], capture_output=True)
+    """A server at 169.254.198.2 on a host of its own, the host's end of the link at
+    169.254.198.1/30: a metadata service. Not 169.254.169.254, which a /30 on the host would
+    take from a real one."""
+    with server_in_namespace("169.254.198.1", "169.254.198.2", 30, 80, b"metadata: ") as at:
+        yield at
 
 
 @needs_root
