@@ -307,6 +307,11 @@ start_podman() {
     if [[ "$(id -u)" == 0 ]] && command -v iptables >/dev/null; then
         "$PY" "$ROOT/scripts/podman_cni_gc.py" || log "podman: stale CNI state not cleaned"
     fi
+    # What its CNI networking adds to the host on first use (a bridge, /run/netns bound onto
+    # itself), noted when this start finds it absent: stop_podman_leftovers removes it.
+    : >"$sd/host-adds"
+    [[ -e /sys/class/net/cni-podman0 ]] || echo bridge >>"$sd/host-adds"
+    mountpoint -q /run/netns || echo netns-mount >>"$sd/host-adds"
     log "podman: starting the Docker-compatible API on unix://$sd/podman.sock"
     launch podman podman system service --time=0 "unix://$sd/podman.sock"
     wait_ready podman "$PODMAN_START_TIMEOUT" podman "$sd/podman.sock"
@@ -402,6 +407,26 @@ stop_docker_leftovers() {
     grep -F " $sd/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 }
 
+# What Podman's CNI networking added to the host while the service ran, when the service's
+# start found it absent (no test may leave the host otherwise): its bridge once no container
+# uses it, and the /run/netns mount once it holds no namespace.
+stop_podman_leftovers() {
+    local adds
+    adds="$(state_dir podman)/host-adds"
+    [[ -f "$adds" && "$(id -u)" == 0 ]] || return 0
+    if grep -qx bridge "$adds" && [[ -e /sys/class/net/cni-podman0 ]] \
+        && [[ -z "$(ls /sys/class/net/cni-podman0/brif 2>/dev/null)" ]]; then
+        ip link del cni-podman0 2>/dev/null && log "podman: removed the cni-podman0 bridge it made" \
+            || true
+    fi
+    if grep -qx netns-mount "$adds" && mountpoint -q /run/netns \
+        && [[ -z "$(ls -A /run/netns 2>/dev/null)" ]]; then
+        umount /run/netns 2>/dev/null && rmdir /run/netns 2>/dev/null \
+            && log "podman: removed the /run/netns mount it made" || true
+    fi
+    rm -f "$adds"
+}
+
 # ---------------------------------------------------------------------------------------------
 start_service() {
     local svc="$1" pid
@@ -433,7 +458,7 @@ stop_service() {
         waited=$((waited + 1))
     done
     rm -f "$(pid_file "$svc")"
-    [[ "$svc" != podman ]] || rm -f "$(state_dir podman)/podman.sock"
+    [[ "$svc" != podman ]] || { rm -f "$(state_dir podman)/podman.sock"; stop_podman_leftovers; }
     [[ "$svc" != docker ]] || stop_docker_leftovers
     log "$svc: stopped after $((waited / 10)).$((waited % 10)) s"
 }

@@ -195,6 +195,10 @@ def start(config: pytest.Config) -> bool:
     if config.option.basetemp is None:
         config.option.basetemp = tempfile.mkdtemp(prefix="ow-tests-")
         own.append(config.option.basetemp)
+    # A pytest that a test runs (mutmut's) keeps its temporary directories in one of this
+    # run's too, not in /tmp/pytest-of-<user>.
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = tempfile.mkdtemp(prefix="ow-pytest-")
+    own.append(os.environ["PYTEST_DEBUG_TEMPROOT"])
     if "OW_INVOKER_RUN_DIR" not in os.environ:
         # The invokers' host-wide lock and socket directory (containers.claim.lock_dir): one
         # of this run's, traversable by containers' uids as /run/ow-invoker is.

@@ -28,10 +28,12 @@ def pytest_configure(config):
 
 def run_inner(tmp_path: Path, test: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``test`` as a test module under the guards, with this checkout importable; the outer
-    session's marker removed, so that the inner run guards itself."""
+    session's marker and strictness removed, so that the inner run guards itself as ``env``
+    says."""
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(test))
-    environ = {k: v for k, v in os.environ.items() if k != hostguard.MARKER}
+    outer = (hostguard.MARKER, "OW_TEST_HOST_GUARD", "OW_TEST_SKIPS")  # scripts/test.sh's
+    environ = {k: v for k, v in os.environ.items() if k not in outer}
     environ.update(PYTHONPATH=str(hostguard.ROOT), **env)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
