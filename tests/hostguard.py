@@ -119,6 +119,7 @@ class HostGuard:
         self.own_tmp = own_tmp  # this run's entries of /tmp, removed before the last look
         self.ignore = os.environ.get("OW_TEST_HOST_GUARD_IGNORE", "").split()
         self.before = take()
+        self.gone: list[str] = []
 
     def _ours(self, p: Proc) -> bool:
         if p.pid == os.getpid():
@@ -166,8 +167,11 @@ class HostGuard:
         for name in sorted(now.tmp - before.tmp - own):
             if not any(fnmatch.fnmatch(name, pattern) for pattern in self.ignore):
                 found.append(f"left in {tempfile.gettempdir()}: {name}")
-        for name in sorted(before.tmp - now.tmp - own):
-            found.append(f"gone from {tempfile.gettempdir()}: {name}")
+        # An entry gone from /tmp is named but fails nothing: other programs remove their own
+        # (a tmpfs over /tmp, which hides them all, is a mount left behind above).
+        self.gone = [
+            f"gone from {tempfile.gettempdir()}: {n}" for n in sorted(before.tmp - now.tmp - own)
+        ]
         return found
 
     def settle(self) -> list[str]:
@@ -224,8 +228,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     kept = [os.path.basename(p) for p in _guard.own_tmp if os.path.exists(p)]
     found = _guard.settle()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if kept and reporter is not None:
-        reporter.write_line(f"[host guard] this failed run's files kept in {', '.join(kept)}")
+    if reporter is not None:
+        if kept:
+            reporter.write_line(f"[host guard] this failed run's files kept in {', '.join(kept)}")
+        for line in _guard.gone:
+            reporter.write_line(f"[host guard] {line} (not the run's doing, as far as it can tell)")
     if not found:
         return
     strict = os.environ.get("OW_TEST_HOST_GUARD") == "strict"
