@@ -690,16 +690,19 @@ class ProcessBackend:
         named, and removed by the next start with this prefix."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLOSE_REAP_S
-        while self._busy and loop.time() < deadline:
-            for key, cg in list(self._busy.items()):
-                cg.kill_all()
-                if cg.remove():
-                    del self._busy[key]
-            if self._busy:
-                await asyncio.sleep(0.1)
+        while self._sweep_busy() and loop.time() < deadline:  # noqa: ASYNC110 (polls cgroups)
+            await asyncio.sleep(0.1)
         if self._busy:
             names = ", ".join(str(p.name) for p in self._busy)
             log.warning("cgroups still busy at close, left to the next start: %s", names)
+
+    def _sweep_busy(self) -> bool:
+        """Kill what is in each busy cgroup and remove those now empty; whether any is left."""
+        for key, cg in list(self._busy.items()):
+            cg.kill_all()
+            if cg.remove():
+                del self._busy[key]
+        return bool(self._busy)
 
     async def _reap_busy(self) -> None:
         """Retry the busy leftover cgroups (killing what is in them) with backoff until they go."""
@@ -707,11 +710,7 @@ class ProcessBackend:
         while self._busy:
             await asyncio.sleep(delay)
             waited += delay
-            for key, cg in list(self._busy.items()):
-                cg.kill_all()
-                if cg.remove():
-                    del self._busy[key]
-            if self._busy and waited >= BUSY_WARN_S and not warned:
+            if self._sweep_busy() and waited >= BUSY_WARN_S and not warned:
                 warned = True
                 log.warning(
                     "leftover cgroups still busy after %.0f s (processes that cannot exit?): %s",
