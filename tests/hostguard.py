@@ -203,6 +203,10 @@ def start(config: pytest.Config) -> bool:
     # run's too, not in /tmp/pytest-of-<user>.
     os.environ["PYTEST_DEBUG_TEMPROOT"] = tempfile.mkdtemp(prefix="ow-pytest-")
     own.append(os.environ["PYTEST_DEBUG_TEMPROOT"])
+    # The simulator's runs, shared by the benchmarks and tests that make the same ones
+    # (invoker.simulate.simulate): the heavy-tail tables, their bounds, the docs' rows.
+    os.environ["OW_SIMULATION_CACHE"] = tempfile.mkdtemp(prefix="ow-simulations-")
+    own.append(os.environ["OW_SIMULATION_CACHE"])
     if "OW_INVOKER_RUN_DIR" not in os.environ:
         # The invokers' host-wide lock and socket directory (containers.claim.lock_dir): one
         # of this run's, traversable by containers' uids as /run/ow-invoker is.
