@@ -20,10 +20,14 @@ from front.resolve import ResolvedAction, Resolver
 from front.sequences import RecordSink, SequenceRunner
 from front.triggers import ACTIVE
 from whisk.clock import Clock
-from whisk.protocol import dumps
 from whisk.protocol.controller import new_activation_id, new_transid
 from whisk.protocol.messages import Identity
-from whisk.protocol.records import ActivationResponse, StatusCode, activation_document
+from whisk.protocol.records import (
+    ActivationRecord,
+    StatusCode,
+    activation_document,
+    trigger_record,
+)
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -73,7 +77,7 @@ class Activator:
         *,
         blocking: bool,
         wait_s: float,
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[str, ActivationRecord | None]:
         """An invocation through the API: (activation id, record when it finished within
         ``wait_s`` of a blocking call)."""
         if payload and annotation(action.doc, "final", False) in (True, "true"):
@@ -99,7 +103,7 @@ class Activator:
         blocking: bool = True,
         cause: str | None = None,
         transid: list[Any] | None = None,
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[str, ActivationRecord | None]:
         """One activation of a non-sequence action, published to an invoker."""
         doc = action.doc
         limits = doc.get("limits", {})
@@ -154,20 +158,16 @@ class Activator:
         rules = sorted((trigger.get("rules") or {}).items())
         results = await asyncio.gather(*(self._run_rule(who, r, link, args) for r, link in rules))
         end_ms = self.clock.epoch_ms()
-        record = {
-            "namespace": who.namespace,
-            "name": trigger["name"],
-            "subject": who.subject,
-            "activationId": aid,
-            "start": start_ms,
-            "end": end_ms,
-            "duration": end_ms - start_ms,
-            "response": ActivationResponse(StatusCode.SUCCESS, payload).to_json(),
-            "logs": [_compact(r) for r in results],
-            "version": trigger.get("version", "0.0.1"),
-            "publish": False,
-            "annotations": [],
-        }
+        record = trigger_record(
+            who,
+            aid,
+            name=trigger["name"],
+            version=trigger.get("version", "0.0.1"),
+            payload=payload,
+            rules=results,
+            start_ms=start_ms,
+            end_ms=end_ms,
+        )
         await self.records.write(activation_document(record, end_ms))
 
     async def _run_rule(
@@ -194,7 +194,3 @@ class Activator:
 
 def _failed(code: StatusCode, message: str) -> dict[str, Any]:
     return {"statusCode": int(code), "success": False, "error": message}
-
-
-def _compact(value: dict[str, Any]) -> str:
-    return dumps(value).decode()

@@ -17,7 +17,7 @@ from front.balancer import Balancer, Result
 from front.metrics import FrontMetrics
 from whisk.bus import Bus, Consumer, Record
 from whisk.clock import Clock
-from whisk.protocol import ProtocolError, QualifiedName, dumps
+from whisk.protocol import ActivationRecord, ProtocolError, QualifiedName, dumps
 from whisk.protocol.controller import action_document, activation_message
 from whisk.protocol.errors import INTERNAL
 from whisk.protocol.messages import Identity, parse_ack, parse_ping
@@ -136,10 +136,11 @@ class Controller:
         init_args: tuple[str, ...] = (),
         cause: str | None = None,
         transid: list[Any] | None = None,
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[str, ActivationRecord | None]:
         """Publish an activation; for a blocking call wait up to ``wait_s`` for its record.
         Returns (activation id, record or None if not finished in time). ``cause`` is the
-        enclosing sequence's activation id, for a sequence's component."""
+        enclosing sequence's activation id, for a sequence's component. A record that is
+        not one (from the ack or the database) raises ProtocolError."""
         instance = self.balancer.choose(user.namespace, action.docid, memory_mb)
         if instance is None:
             raise NoInvokers("No invokers available.")
@@ -173,7 +174,7 @@ class Controller:
                 record = await waiter
                 if record is None:  # shrunk result: the record is in the database
                     record = await self._poll_record(user.namespace, aid)
-                return aid, record
+                return aid, ActivationRecord.from_json(record)
         except TimeoutError:
             return aid, None
         finally:

@@ -16,14 +16,19 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from front.entities import SEQUENCE, annotation
 from front.http import BadRequest
 from front.names import parse_name
 from front.resolve import ResolvedAction, Resolver
 from whisk.clock import Clock
 from whisk.protocol.controller import new_activation_id
 from whisk.protocol.messages import Identity
-from whisk.protocol.records import ActivationResponse, StatusCode, activation_document
+from whisk.protocol.records import (
+    ActivationRecord,
+    ActivationResponse,
+    StatusCode,
+    activation_document,
+    sequence_record,
+)
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -47,7 +52,7 @@ class Primitive(Protocol):
         wait_s: float,
         cause: str,
         transid: list[Any],
-    ) -> Awaitable[tuple[str, dict[str, Any] | None]]: ...
+    ) -> Awaitable[tuple[str, ActivationRecord | None]]: ...
 
 
 class RecordSink(Protocol):
@@ -59,7 +64,7 @@ class Accounting:
     """What a running sequence has so far (stock's SequenceAccounting)."""
 
     count: int  # atomic actions run since the topmost sequence started
-    response: dict[str, Any]  # the last response: {"statusCode", "result"}
+    response: ActivationResponse  # the last response, without its size
     logs: list[str] = field(default_factory=list)
     duration_ms: int = 0
     max_memory_mb: int | None = None
@@ -68,75 +73,30 @@ class Accounting:
     def fail(self, code: StatusCode, message: str, aid: str | None = None) -> None:
         if aid is not None:
             self.logs.append(aid)
-        self.response = ActivationResponse.error(code, message).to_json()
+        self.response = ActivationResponse.error(code, message)
         self.failed = True
 
-    def add(self, record: dict[str, Any], count: int, max_length: int) -> None:
+    def add(self, record: ActivationRecord, count: int, max_length: int) -> None:
         """A component finished: its response is the sequence's now; an ``error`` field in
         its result, or going over ``max_length``, ends the sequence."""
         self.count = count
-        self.logs.append(record["activationId"])
-        self.duration_ms += int(record.get("duration", 0))
-        limits = annotation(record, "limits")
+        self.logs.append(record.activation_id)
+        self.duration_ms += record.duration_ms
+        limits = record.annotation("limits")
         if isinstance(limits, dict) and isinstance(limits.get("memory"), int):
             self.max_memory_mb = max(self.max_memory_mb or 0, limits["memory"])
-        response = {k: v for k, v in record["response"].items() if k in ("statusCode", "result")}
-        result = response.get("result")
+        result = record.response.result
+        response = ActivationResponse(record.response.status_code, result)
         if count > max_length:
-            response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, TOO_LONG).to_json()
+            response = ActivationResponse.error(StatusCode.APPLICATION_ERROR, TOO_LONG)
         self.response = response
         self.failed = count > max_length or (isinstance(result, dict) and "error" in result)
 
     @property
     def next_input(self) -> Any:
         """A component's input: the previous result when it is an object or array."""
-        result = self.response.get("result")
+        result = self.response.result
         return result if isinstance(result, dict | list) else None
-
-
-def sequence_record(
-    who: Identity,
-    seq: ResolvedAction,
-    aid: str,
-    acc: Accounting,
-    *,
-    topmost: bool,
-    cause: str | None,
-    start_ms: int,
-    end_ms: int,
-    wait_ms: int,
-) -> dict[str, Any]:
-    annotations: list[dict[str, Any]] = [
-        {"key": "topmost", "value": topmost},
-        {"key": "path", "value": f"{seq.path}/{seq.doc['name']}"},
-        {"key": "kind", "value": SEQUENCE},
-    ]
-    if not topmost:
-        annotations.append({"key": "causedBy", "value": SEQUENCE})
-    annotations.append({"key": "waitTime", "value": wait_ms})
-    if seq.binding is not None:
-        annotations.append({"key": "binding", "value": seq.binding})
-    if acc.max_memory_mb is not None:
-        limits = dict(seq.doc.get("limits", {}))
-        limits["memory"] = acc.max_memory_mb
-        annotations.append({"key": "limits", "value": limits})
-    record: dict[str, Any] = {
-        "namespace": who.namespace,
-        "name": seq.doc["name"],
-        "subject": who.subject,
-        "activationId": aid,
-        "start": start_ms,
-        "end": end_ms,
-        "duration": acc.duration_ms,
-        "response": acc.response,
-        "logs": acc.logs,
-        "version": seq.doc.get("version", "0.0.1"),
-        "publish": False,
-        "annotations": annotations,
-    }
-    if not topmost and cause is not None:
-        record["cause"] = cause
-    return record
 
 
 class SequenceRunner:
@@ -165,7 +125,7 @@ class SequenceRunner:
         blocking: bool,
         wait_s: float,
         transid: list[Any],
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[str, ActivationRecord | None]:
         """Start a topmost sequence; for a blocking call wait up to ``wait_s`` for its
         record. The sequence runs to its end either way, in a task of its own."""
         aid = new_activation_id()
@@ -190,10 +150,10 @@ class SequenceRunner:
         cause: str | None,
         count: int,
         transid: list[Any],
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[ActivationRecord, int]:
         """Run ``seq``'s components; store and return its record, and the atomic count."""
         start_ms = self.clock.epoch_ms()
-        acc = Accounting(count, {"statusCode": 0, "result": payload})
+        acc = Accounting(count, ActivationResponse(StatusCode.SUCCESS, payload))
         for component in seq.components:
             if acc.count >= self.max_length:
                 acc.fail(StatusCode.APPLICATION_ERROR, TOO_LONG)
@@ -216,14 +176,20 @@ class SequenceRunner:
                 break
         record = sequence_record(
             who,
-            seq,
             aid,
-            acc,
-            topmost=cause is None,
+            path=seq.path,
+            name=seq.doc["name"],
+            version=seq.doc.get("version", "0.0.1"),
+            binding=seq.binding,
+            limits=seq.doc.get("limits", {}),
+            response=acc.response,
+            components=acc.logs,
+            duration_ms=acc.duration_ms,
+            max_memory_mb=acc.max_memory_mb,
             cause=cause,
             start_ms=start_ms,
             end_ms=self.clock.epoch_ms(),
-            wait_ms=max(0, start_ms - int(transid[1])),
+            wait_time_ms=max(0, start_ms - int(transid[1])),
         )
         await self.records.write(activation_document(record, self.clock.epoch_ms()))
         return record, acc.count

@@ -1,9 +1,10 @@
 """Acknowledgements to ``completed<C>``: every parsed activation gets at least one.
 
-A record too large for the topic is re-sent shrunk (the activation id instead of the
-record; the controller then reads the record from the database). While the bus is
-unreachable sends are retried with back-off, so an ack is never dropped; the caller's
-activation stays unfinished (its offset uncommitted) until the ack is out.
+A record (an :class:`~whisk.protocol.ActivationRecord`, serialized here once per ack) too
+large for the topic is re-sent shrunk (the activation id instead of the record; the
+controller then reads the record from the database). While the bus is unreachable sends
+are retried with back-off, so an ack is never dropped; the caller's activation stays
+unfinished (its offset uncommitted) until the ack is out.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from typing import Any
 
 from whisk.bus import MessageTooLarge, Producer
-from whisk.protocol import combined_ack, completion_ack, dumps, result_ack
+from whisk.protocol import ActivationRecord, combined_ack, completion_ack, dumps, result_ack
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,10 @@ class AckSender:
             if failed:
                 self.retrying -= 1
 
-    async def result(self, controller: str, transid: Any, record: dict[str, Any]) -> None:
+    async def result(self, controller: str, transid: Any, record: ActivationRecord) -> None:
         """ResultMessage for a blocking caller (logs still being collected)."""
-        aid = record["activationId"]
-        await self._send(controller, result_ack(transid, record), result_ack(transid, aid))
+        full = result_ack(transid, record.to_json())
+        await self._send(controller, full, result_ack(transid, record.activation_id))
 
     async def completion(
         self, controller: str, transid: Any, activation_id: str, system_error: bool
@@ -99,12 +100,14 @@ class AckSender:
         self,
         controller: str,
         transid: Any,
-        record: dict[str, Any],
+        record: ActivationRecord,
         system_error: bool,
         shrunk: bool = False,
     ) -> None:
         """Result and completion in one message; ``shrunk`` sends only the activation id."""
-        aid = record["activationId"]
-        small = combined_ack(transid, aid, system_error, self.instance)
-        full = small if shrunk else combined_ack(transid, record, system_error, self.instance)
+        small = combined_ack(transid, record.activation_id, system_error, self.instance)
+        if shrunk:
+            full = small
+        else:
+            full = combined_ack(transid, record.to_json(), system_error, self.instance)
         await self._send(controller, full, None if shrunk else small, urgent=not shrunk)

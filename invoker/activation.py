@@ -29,11 +29,12 @@ from whisk.clock import Clock
 from whisk.protocol import (
     Action,
     ActivationMessage,
+    ActivationRecord,
     ActivationResponse,
     Partial,
     StatusCode,
+    action_record,
     activation_document,
-    activation_record,
     dumps,
     fallback_record,
     parse_activation,
@@ -309,29 +310,28 @@ class ActivationRunner:
                 self.metrics.cpu.observe(cpu_s)
         end_ms = self.clock.epoch_ms()
         assert response is not None  # an /init error, or what /run answered (never None)
-        record = activation_record(
+        record = action_record(
             msg,
             action,
             start_ms=start_ms,
             end_ms=end_ms,
             response=response,
-            logs=[],
             init_time_ms=init_ms,
             wait_time_ms=max(0, wait_ms),
             timed_out=timed_out,
+            cpu_time_ms=None if cpu_s is None else round(cpu_s * 1000),
         )
-        if cpu_s is not None:
-            record["annotations"].append({"key": "cpuTime", "value": round(cpu_s * 1000)})
         developer_error = response.status_code >= StatusCode.DEVELOPER_ERROR
         logs_bytes = action.limits.logs_mb * MIB
         self._added_latency(job, t_start, (run_s or 0.0) + init_s)
         result_sent: asyncio.Task[None] | None = None
         if msg.blocking and logs_bytes > 0:
-            result_sent = spawn(self.acks.result(msg.controller, msg.transid, dict(record)))
+            result_sent = spawn(self.acks.result(msg.controller, msg.transid, record))
         logs: asyncio.Task[list[str]] | None = None
         if logs_bytes > 0:
             if developer_error and not shared:  # the container goes: read what it left first
-                record["logs"], _ = await self._logs(container, action, logs_bytes, True)
+                lines, _ = await self._logs(container, action, logs_bytes, True)
+                record = record.with_logs(lines)
             else:  # (a shared one goes once its last call's logs are read)
                 logs = self._logs_in_turn(lease, container, action, logs_bytes, developer_error)
         answer = self._finish(job, record, response, result_sent, logs)
@@ -440,7 +440,7 @@ class ActivationRunner:
     async def _finish(
         self,
         job: Job,
-        record: dict[str, Any],
+        record: ActivationRecord,
         response: ActivationResponse,
         result_sent: asyncio.Task[None] | None,
         logs: asyncio.Task[list[str]] | None = None,
@@ -448,7 +448,7 @@ class ActivationRunner:
         msg = job.msg
         system_error = response.is_system_error
         if logs is not None:
-            record["logs"] = await logs
+            record = record.with_logs(await logs)
         if result_sent is not None:
             await result_sent
             ack = self.acks.completion(msg.controller, msg.transid, msg.activation_id, system_error)
@@ -463,7 +463,7 @@ class ActivationRunner:
         self,
         ack: Coroutine[Any, Any, None],
         msg: ActivationMessage | None,
-        record: dict[str, Any],
+        record: ActivationRecord,
     ) -> None:
         """Send the ack while the record is written (unless the user keeps no records);
         both, without a task each: the record is queued first, the ack awaited, then the
@@ -484,13 +484,12 @@ class ActivationRunner:
         """Answer a resolved activation that could not run (no container, limits): a record
         with the action's annotations, a combined ack (shrunk unless blocking)."""
         now = self.clock.epoch_ms()
-        record = activation_record(
+        record = action_record(
             job.msg,
             job.action,
             start_ms=now,
             end_ms=now,
             response=response,
-            logs=[],
             init_time_ms=None,
             wait_time_ms=max(0, now - job.msg.transaction_start_ms),
             timed_out=False,
@@ -498,17 +497,17 @@ class ActivationRunner:
         await self.answer_fallback(job.msg.partial(), record, job.msg)
 
     async def answer_fallback(
-        self, partial: Partial, record: dict[str, Any], msg: ActivationMessage | None = None
+        self, partial: Partial, record: ActivationRecord, msg: ActivationMessage | None = None
     ) -> None:
         """Answer an activation that never ran: combined ack (shrunk unless blocking) + record."""
-        system_error = record["response"]["statusCode"] == StatusCode.WHISK_ERROR
+        system_error = record.response.is_system_error
         assert partial.controller is not None
         ack = self.acks.combined(
             partial.controller, partial.transid, record, system_error, shrunk=not partial.blocking
         )
         await self._ack_and_store(ack, msg, record)
-        code = StatusCode(record["response"]["statusCode"])
+        code = StatusCode(record.response.status_code)
         self.metrics.activations.labels(code.status).inc()
 
-    def fallback(self, partial: Partial, code: StatusCode, message: str) -> dict[str, Any]:
+    def fallback(self, partial: Partial, code: StatusCode, message: str) -> ActivationRecord:
         return fallback_record(partial, code, message, self.clock.epoch_ms())

@@ -44,8 +44,8 @@ from whisk.protocol import (
     InvokerInstance,
     ProtocolError,
     StatusCode,
-    activation_record,
     dumps,
+    kaas_record,
     parse_activation,
     ping_message,
 )
@@ -628,15 +628,12 @@ class Invoker:
             namespace=msg.user.namespace,
             max_payload=job.max_payload,
         )
-        record = activation_record(
+        record = kaas_record(
             msg,
             action,
             start_ms=start_ms,
             end_ms=self.clock.epoch_ms(),
             response=response,
-            logs=[],
-            init_time_ms=None,
-            wait_time_ms=max(0, start_ms - int(msg.transaction_start_ms)),
             timed_out=timed_out,
         )
         await self.runner.answer_fallback(msg.partial(), record, msg)

@@ -34,7 +34,7 @@ from front.routes.context import Context
 from front.sequences import COMPONENT_MISSING, TOO_LONG
 from whisk.protocol import ProtocolError, QualifiedName, action_from_document
 from whisk.protocol.messages import Identity
-from whisk.protocol.records import StatusCode
+from whisk.protocol.records import ActivationRecord, StatusCode
 
 NOT_ON_BINDING = "Operation not permitted on package binding."
 
@@ -235,12 +235,12 @@ class ActionRoutes:
 
 
 def blocking_response(
-    record: dict[str, Any], result_only: bool, headers: dict[str, str]
+    record: ActivationRecord, result_only: bool, headers: dict[str, str]
 ) -> web.Response:
     """A finished blocking invoke: 200 on success, 502 for an application or developer
     error, 500 for a system error (the result alone with ``result=true``)."""
-    code = StatusCode(record["response"]["statusCode"])
+    code = record.response.status_code
     status = {StatusCode.SUCCESS: 200, StatusCode.WHISK_ERROR: 500}.get(code, 502)
-    view = activation_view(record)
+    view = activation_view(record.to_json())
     body = view["response"].get("result") if result_only else view
     return json_response(body, status, headers)

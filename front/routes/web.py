@@ -110,8 +110,7 @@ async def serve_web_action(
     headers = {"x-openwhisk-activation-id": aid}
     if record is None:
         return json_response({"activationId": aid}, 202, headers)
-    code = StatusCode(record["response"]["statusCode"])
-    result = record["response"].get("result")
+    code, result = record.response.status_code, record.response.result
     if code != StatusCode.SUCCESS:
         status = 500 if code == StatusCode.WHISK_ERROR else 400
         message = result.get("error") if isinstance(result, dict) else result

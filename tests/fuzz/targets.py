@@ -54,7 +54,7 @@ def _refused(e: ProtocolError) -> None:
     if p.answerable:
         # What the invoker sends back for a poison message it can still answer.
         record = fallback_record(p, StatusCode.WHISK_ERROR, f"invalid: {e.reason}", 0)
-        dumps(combined_ack(p.transid, record, True, {"instance": 0}))
+        dumps(combined_ack(p.transid, record.to_json(), True, {"instance": 0}))
         assert "/" not in (p.activation_id or "")
 
 

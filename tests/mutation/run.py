@@ -69,6 +69,7 @@ TESTS = (
     "tests/unit/test_message_values.py",
     "tests/unit/test_protocol_actions.py",
     "tests/unit/test_protocol_values.py",
+    "tests/unit/test_records.py",
     "tests/unit/test_salvage.py",
     "tests/unit/test_action_documents.py",
     "tests/unit/test_placement.py",

@@ -14,7 +14,15 @@ from invoker.acks import AckSender
 from tests.unit.faults import FlakyProducer, virtual
 from whisk.bus import MessageTooLarge
 from whisk.bus.memory import MemoryBus
-from whisk.protocol import parse_activation
+from whisk.protocol import (
+    ActivationRecord,
+    ActivationResponse,
+    StatusCode,
+    combined_ack,
+    dumps,
+    parse_activation,
+    result_ack,
+)
 from whisk.protocol.messages import Ack, parse_ack
 
 AID = "5a64676ec8aa46b5a4676ec8aaf6b5d2"
@@ -25,14 +33,20 @@ def instance() -> dict[str, Any]:
     return {"instance": 0, "uniqueName": "owi0", "displayedName": "owi0", "userMemory": "2048 MB"}
 
 
-def record(size: int = 10) -> dict[str, Any]:
-    return {
-        "activationId": AID,
-        "namespace": "guest",
-        "name": "hello",
-        "response": {"statusCode": 0, "result": {"text": "x" * size}},
-        "logs": [],
-    }
+def record(size: int = 10) -> ActivationRecord:
+    return ActivationRecord(
+        namespace="guest",
+        name="hello",
+        subject="guest",
+        activation_id=AID,
+        start_ms=1,
+        end_ms=2,
+        duration_ms=1,
+        response=ActivationResponse(StatusCode.SUCCESS, {"text": "x" * size}),
+        logs=(),
+        version="0.0.1",
+        annotations=(),
+    )
 
 
 class Node:
@@ -59,11 +73,12 @@ def test_the_three_shapes_reach_completed_of_their_controller():
         await node.acks.combined("3", TRANSID, record(), system_error=True)
         assert node.acks.topic("3") == "dev_completed3"
         result, completion, combined = node.received("3")
-        assert result.has_response and result.record == record() and result.instance is None
+        sent = record().to_json()
+        assert result.has_response and result.record == sent and result.instance is None
         assert result.transid == TRANSID
         assert not completion.has_response and completion.instance == 0
         assert completion.activation_id == AID and not completion.system_error
-        assert combined.record == record() and combined.instance == 0 and combined.system_error
+        assert combined.record == sent and combined.instance == 0 and combined.system_error
         assert node.acks.sent == 3 and node.acks.shrunk == 0
         assert node.received("0") == []
 
@@ -99,6 +114,27 @@ def test_a_result_too_large_for_the_topic_is_sent_as_the_activation_id():
     virtual(main)
 
 
+def test_an_ack_carries_the_records_own_json_or_shrunk_only_its_activation_id():
+    async def main(loop):
+        node = Node()
+        await node.bus.ensure_topic("completed0", {"max.message.bytes": "2000"})
+        small, big = record(), record(size=5000)
+        await node.acks.result("0", TRANSID, small)
+        await node.acks.combined("0", TRANSID, small, system_error=False)
+        await node.acks.result("0", TRANSID, big)
+        await node.acks.combined("0", TRANSID, big, system_error=True)
+        await node.acks.combined("0", TRANSID, small, system_error=False, shrunk=True)
+        assert node.bus.topic("completed0").read(0, 10) == [
+            dumps(result_ack(TRANSID, small.to_json())),
+            dumps(combined_ack(TRANSID, small.to_json(), False, instance())),
+            dumps(result_ack(TRANSID, AID)),
+            dumps(combined_ack(TRANSID, AID, True, instance())),
+            dumps(combined_ack(TRANSID, AID, False, instance())),
+        ]
+
+    virtual(main)
+
+
 def test_an_ack_that_cannot_be_shrunk_fails_with_the_bus_error():
     async def main(loop):
         node = Node()
@@ -123,7 +159,7 @@ def test_while_the_bus_is_away_an_ack_is_retried_with_growing_backoff_and_sent_o
         # 0.1 + 0.2 + 0.4 + 0.8, then capped at 1.0 twice.
         assert loop.time() - t0 == pytest.approx(3.5)
         assert node.urgent.attempts == 7
-        assert len(node.received()) == 1 and node.received()[0].record == record()
+        assert len(node.received()) == 1 and node.received()[0].record == record().to_json()
         assert node.acks.retrying == 0 and node.acks.sent == 1
 
     virtual(main)

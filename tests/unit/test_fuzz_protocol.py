@@ -230,7 +230,7 @@ def _refused_cleanly(raw: bytes, *, answerable: bool | None = None) -> None:
         if e.partial.answerable:
             assert e.partial.activation_id == AID
             rec = fallback_record(e.partial, 3, "bad", 0)
-            wire_dumps(rec)
+            wire_dumps(rec.to_json())
 
 
 @FUZZ

@@ -12,8 +12,8 @@ from whisk.protocol import (
     ProtocolError,
     StatusCode,
     action_from_document,
+    action_record,
     activation_document,
-    activation_record,
     dumps,
     fallback_record,
     parse_activation,
@@ -190,7 +190,7 @@ def test_activation_record_and_document():
         cause="0123456789abcdef0123456789abcdef",
         action={"path": "guest", "name": "hello", "binding": "guest/b"},
     )
-    rec = activation_record(
+    record = action_record(
         msg,
         action,
         start_ms=100,
@@ -201,6 +201,7 @@ def test_activation_record_and_document():
         wait_time_ms=30,
         timed_out=False,
     )
+    rec = record.to_json()
     assert rec["duration"] == 250 and rec["cause"] == msg.cause
     keys = [a["key"] for a in rec["annotations"]]
     assert keys == [
@@ -214,13 +215,13 @@ def test_activation_record_and_document():
         "binding",
     ]
     assert rec["response"] == {"statusCode": 0, "result": {"ok": 1}, "size": 8}
-    d = activation_document(rec, 999)
+    d = activation_document(record, 999)
     assert d["_id"] == f"guest/{msg.activation_id}" and d["entityType"] == "activation"
 
 
 def test_fallback_record():
     msg = _msg()
-    rec = fallback_record(msg.partial(), StatusCode.APPLICATION_ERROR, "gone", 5)
+    rec = fallback_record(msg.partial(), StatusCode.APPLICATION_ERROR, "gone", 5).to_json()
     assert rec["start"] == rec["end"] == 5 and rec["duration"] == 0
     assert rec["response"] == {"statusCode": 1, "result": {"error": "gone"}}
     assert {"key": "kind", "value": "unknown"} in rec["annotations"]

@@ -50,8 +50,8 @@ from whisk.protocol.messages import ActivationMessage, Identity, QualifiedName
 from whisk.protocol.records import (
     ActivationResponse,
     StatusCode,
+    action_record,
     activation_document,
-    activation_record,
     fallback_record,
 )
 from whisk.protocol.runtime import (
@@ -313,7 +313,7 @@ def _record(cause: str | None, binding: str | None, init_ms: int | None) -> dict
     )
     action = Action("guest/pkg/hello", "1-x", "guest", "hello", "0.0.3", "python:3.11", LIMITS_OBJ)
     response = ActivationResponse(StatusCode.SUCCESS, {"ok": True}, size=11)
-    return activation_record(
+    return action_record(
         msg,
         action,
         start_ms=1000,
@@ -323,7 +323,7 @@ def _record(cause: str | None, binding: str | None, init_ms: int | None) -> dict
         init_time_ms=init_ms,
         wait_time_ms=7,
         timed_out=False,
-    )
+    ).to_json()
 
 
 LIMITS_OBJ = ActionLimits(timeout_ms=60000, memory_mb=256, logs_mb=10, concurrency=1)
@@ -393,7 +393,7 @@ def test_a_fallback_record_of_a_message_that_never_ran():
         action_version="0.0.2",
         cause="d" * 32,
     )
-    assert fallback_record(partial, StatusCode.WHISK_ERROR, "gone", 99) == {
+    assert fallback_record(partial, StatusCode.WHISK_ERROR, "gone", 99).to_json() == {
         "namespace": "guest",
         "name": "hello",
         "subject": "alice",
@@ -415,7 +415,9 @@ def test_a_fallback_record_of_a_message_that_never_ran():
 
 
 def test_a_fallback_record_fills_in_what_the_message_did_not_say():
-    bare = fallback_record(Partial(activation_id="e" * 32), StatusCode.WHISK_ERROR, "?", 5)
+    bare = fallback_record(
+        Partial(activation_id="e" * 32), StatusCode.WHISK_ERROR, "?", 5
+    ).to_json()
     assert (bare["namespace"], bare["name"], bare["subject"], bare["version"]) == (
         "unknown",
         "unknown",
@@ -427,24 +429,28 @@ def test_a_fallback_record_fills_in_what_the_message_did_not_say():
         {"key": "kind", "value": "unknown"},
     ]
     assert "cause" not in bare
-    only_ns = fallback_record(Partial(namespace="bob"), StatusCode.WHISK_ERROR, "?", 5)
-    assert (only_ns["subject"], only_ns["annotations"][0]["value"]) == ("bob", "bob/unknown")
+    only_ns = fallback_record(Partial("f" * 32, namespace="bob"), StatusCode.WHISK_ERROR, "?", 5)
+    assert (only_ns.subject, only_ns.annotation("path")) == ("bob", "bob/unknown")
     both = fallback_record(
-        Partial(namespace="bob", action_path="bob/p"), StatusCode.WHISK_ERROR, "?", 5
+        Partial("f" * 32, namespace="bob", action_path="bob/p"), StatusCode.WHISK_ERROR, "?", 5
     )
-    assert both["annotations"][0]["value"] == "bob/p/unknown"
+    assert both.annotation("path") == "bob/p/unknown"
 
 
 def test_the_stored_activation_document():
-    record = {"namespace": "guest", "activationId": "f" * 32, "x": 1}
+    record = fallback_record(Partial("f" * 32, namespace="guest"), StatusCode.WHISK_ERROR, "?", 5)
     assert activation_document(record, 123) == {
         "_id": "guest/" + "f" * 32,
         "entityType": "activation",
         "updated": 123,
-        "namespace": "guest",
-        "activationId": "f" * 32,
-        "x": 1,
+        **record.to_json(),
     }
+    assert list(activation_document(record, 123))[:4] == [
+        "_id",
+        "entityType",
+        "updated",
+        "namespace",
+    ]
 
 
 # -- the action-container protocol ----------------------------------------------------------

@@ -25,17 +25,22 @@ from whisk.protocol.messages import (
     result_ack,
 )
 from whisk.protocol.records import (
+    ActivationRecord,
     ActivationResponse,
     StatusCode,
+    action_record,
     activation_document,
-    activation_record,
     fallback_record,
+    kaas_record,
+    sequence_record,
+    trigger_record,
 )
 
 __all__ = [
     "Action",
     "ActionLimits",
     "ActivationMessage",
+    "ActivationRecord",
     "ActivationResponse",
     "Identity",
     "InvokerInstance",
@@ -44,15 +49,18 @@ __all__ = [
     "QualifiedName",
     "StatusCode",
     "action_from_document",
+    "action_record",
     "activation_document",
-    "activation_record",
     "combined_ack",
     "completion_ack",
     "decode_attachment",
     "dumps",
     "fallback_record",
+    "kaas_record",
     "loads",
     "parse_activation",
     "ping_message",
     "result_ack",
+    "sequence_record",
+    "trigger_record",
 ]

@@ -1,14 +1,22 @@
-"""Activation records (spec section 2.4) and the fallback record (section 4.8)."""
+"""Activation records (spec section 2.4) and the fallback record (section 4.8).
+
+A record is an :class:`ActivationRecord`: immutable once built, by one builder per kind
+(:func:`action_record`, :func:`kaas_record`, :func:`fallback_record`,
+:func:`sequence_record`, :func:`trigger_record`), and turned into JSON in one place
+(:meth:`ActivationRecord.to_json`), so a field is changed here and nowhere else.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
 from whisk.protocol.actions import Action
-from whisk.protocol.errors import Partial
-from whisk.protocol.messages import ActivationMessage
+from whisk.protocol.errors import Partial, ProtocolError
+from whisk.protocol.json import dumps
+from whisk.protocol.messages import ActivationMessage, Identity
 
 
 class StatusCode(IntEnum):
@@ -29,6 +37,9 @@ _STATUS_NAMES = {
     StatusCode.DEVELOPER_ERROR: "action developer error",
     StatusCode.WHISK_ERROR: "whisk internal error",
 }
+
+SEQUENCE = "sequence"  # the kind of a sequence, and the ``causedBy`` of what it started
+_MISSING: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,89 +62,296 @@ class ActivationResponse:
             out["size"] = self.size
         return out
 
+    @classmethod
+    def from_json(cls, obj: Any) -> ActivationResponse:
+        """A record's ``response`` read back; ProtocolError when it is not one."""
+        what = "activation record response"
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"{what} is not an object")
+        code = _field(obj, "statusCode", int, what=what)
+        if code not in _STATUS_NAMES:
+            raise ProtocolError(f"{what} statusCode {code} is not one of 0-3")
+        return cls(StatusCode(code), obj.get("result"), _field(obj, "size", int, None, what))
 
-def activation_record(
+
+@dataclass(frozen=True, slots=True)
+class ActivationRecord:
+    """A WhiskActivation: what the result ack carries and the activations database stores.
+
+    Immutable: what is learnt after it is built (the logs, collected once the result went
+    out) makes a new value (:meth:`with_logs`). ``annotations`` are (key, value) pairs in
+    the order they are sent; ``cause`` is the enclosing sequence's activation id."""
+
+    namespace: str
+    name: str
+    subject: str
+    activation_id: str
+    start_ms: int
+    end_ms: int
+    duration_ms: int
+    response: ActivationResponse
+    logs: tuple[str, ...]
+    version: str
+    annotations: tuple[tuple[str, Any], ...]
+    cause: str | None = None
+    publish: bool = False
+
+    def annotation(self, key: str, default: Any = None) -> Any:
+        """The value of the first annotation ``key``, or ``default``."""
+        return next((v for k, v in self.annotations if k == key), default)
+
+    def with_logs(self, logs: Iterable[str]) -> ActivationRecord:
+        """This record with ``logs`` (collected after the result was sent)."""
+        return replace(self, logs=tuple(logs))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON, field for field as the stock controller writes it; the one
+        serializer of a record (acks and the database both go through it)."""
+        out: dict[str, Any] = {
+            "namespace": self.namespace,
+            "name": self.name,
+            "subject": self.subject,
+            "activationId": self.activation_id,
+            "start": self.start_ms,
+            "end": self.end_ms,
+            "duration": self.duration_ms,
+            "response": self.response.to_json(),
+            "logs": list(self.logs),
+            "version": self.version,
+            "publish": self.publish,
+            "annotations": [{"key": k, "value": v} for k, v in self.annotations],
+        }
+        if self.cause is not None:
+            out["cause"] = self.cause
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ActivationRecord:
+        """A record read back (from a result ack or the activations database, whose
+        ``_id``, ``_rev``, ``entityType`` and ``updated`` are left out); ProtocolError when
+        it is not one. A missing ``duration`` is ``end - start``, as the controller shows it."""
+        if not isinstance(obj, dict):
+            raise ProtocolError("activation record is not an object")
+        start = _field(obj, "start", int)
+        end = _field(obj, "end", int)
+        logs = _field(obj, "logs", list)
+        annotations = _field(obj, "annotations", list)
+        if not all(isinstance(line, str) for line in logs):
+            raise ProtocolError("activation record logs must be strings")
+        if not all(isinstance(a, dict) and isinstance(a.get("key"), str) for a in annotations):
+            raise ProtocolError("activation record annotations must be {key, value} objects")
+        return cls(
+            namespace=_field(obj, "namespace", str),
+            name=_field(obj, "name", str),
+            subject=_field(obj, "subject", str),
+            activation_id=_field(obj, "activationId", str),
+            start_ms=start,
+            end_ms=end,
+            duration_ms=_field(obj, "duration", int, end - start),
+            response=ActivationResponse.from_json(obj.get("response")),
+            logs=tuple(logs),
+            version=_field(obj, "version", str),
+            annotations=tuple((a["key"], a.get("value")) for a in annotations),
+            cause=_field(obj, "cause", str, None),
+            publish=_field(obj, "publish", bool, False),
+        )
+
+
+def _field(
+    obj: dict[str, Any],
+    key: str,
+    kind: type,
+    default: Any = _MISSING,
+    what: str = "activation record",
+) -> Any:
+    """``obj[key]`` when it is a ``kind`` (an int is never a bool), ``default`` when it is
+    absent or null; ProtocolError naming it when it is required or of another type."""
+    value = obj.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise ProtocolError(f"{what} has no {key}")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ProtocolError(f"{what} {key} must be of type {kind.__name__}")
+    return value
+
+
+def _caused_by(cause: str | None) -> tuple[tuple[str, Any], ...]:
+    """The ``causedBy`` annotation of an activation started by a sequence."""
+    return () if cause is None else (("causedBy", SEQUENCE),)
+
+
+def action_record(
     msg: ActivationMessage,
     action: Action,
     *,
     start_ms: int,
     end_ms: int,
     response: ActivationResponse,
-    logs: list[str],
     init_time_ms: int | None,
     wait_time_ms: int,
     timed_out: bool,
-) -> dict[str, Any]:
-    """The WhiskActivation JSON, as sent in result acks and stored in the database."""
-    annotations: list[dict[str, Any]] = [
-        {"key": "limits", "value": action.limits.to_json()},
-        {"key": "path", "value": action.path},
-        {"key": "kind", "value": action.kind},
-        {"key": "timeout", "value": timed_out},
-    ]
-    if msg.cause is not None:
-        annotations.append({"key": "causedBy", "value": "sequence"})
-    if init_time_ms is not None:
-        annotations.append({"key": "initTime", "value": init_time_ms})
-    annotations.append({"key": "waitTime", "value": wait_time_ms})
-    if msg.action.binding is not None:
-        annotations.append({"key": "binding", "value": msg.action.binding})
-    record: dict[str, Any] = {
-        "namespace": msg.user.namespace,
-        "name": action.name,
-        "subject": msg.user.subject,
-        "activationId": msg.activation_id,
-        "start": start_ms,
-        "end": end_ms,
-        "duration": end_ms - start_ms,
-        "response": response.to_json(),
-        "logs": logs,
-        "version": action.version,
-        "publish": False,
-        "annotations": annotations,
-    }
-    if msg.cause is not None:
-        record["cause"] = msg.cause
-    return record
+    logs: Sequence[str] = (),
+    cpu_time_ms: int | None = None,
+) -> ActivationRecord:
+    """An action's activation, ran in a container (or answered without running: start =
+    end). ``initTime`` only when /init ran; ``cpuTime`` only when the run's CPU was measured
+    on its own; the logs usually come later (:meth:`ActivationRecord.with_logs`)."""
+    annotations: tuple[tuple[str, Any], ...] = (
+        ("limits", action.limits.to_json()),
+        ("path", action.path),
+        ("kind", action.kind),
+        ("timeout", timed_out),
+        *_caused_by(msg.cause),
+        *((("initTime", init_time_ms),) if init_time_ms is not None else ()),
+        ("waitTime", wait_time_ms),
+        *((("binding", msg.action.binding),) if msg.action.binding is not None else ()),
+        *((("cpuTime", cpu_time_ms),) if cpu_time_ms is not None else ()),
+    )
+    return ActivationRecord(
+        namespace=msg.user.namespace,
+        name=action.name,
+        subject=msg.user.subject,
+        activation_id=msg.activation_id,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        duration_ms=end_ms - start_ms,
+        response=response,
+        logs=tuple(logs),
+        version=action.version,
+        annotations=annotations,
+        cause=msg.cause,
+    )
+
+
+def kaas_record(
+    msg: ActivationMessage,
+    action: Action,
+    *,
+    start_ms: int,
+    end_ms: int,
+    response: ActivationResponse,
+    timed_out: bool,
+) -> ActivationRecord:
+    """A kTask's activation, ran by the GPU pool: no container, so no /init, no logs and
+    no CPU time of its own; it waited from the transaction's start to ``start_ms``."""
+    return action_record(
+        msg,
+        action,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        response=response,
+        init_time_ms=None,
+        wait_time_ms=max(0, start_ms - msg.transaction_start_ms),
+        timed_out=timed_out,
+    )
 
 
 def fallback_record(
     partial: Partial, code: StatusCode, message: str, now_ms: int
-) -> dict[str, Any]:
+) -> ActivationRecord:
     """A record for an activation that never reached a container (fetch failure, bad
     message, ...): start = end = now, kind ``unknown``."""
+    if partial.activation_id is None:
+        raise ValueError("a fallback record needs the activation id")
     path = partial.action_path or partial.namespace or "unknown"
     name = partial.action_name or "unknown"
-    annotations: list[dict[str, Any]] = [
-        {"key": "path", "value": f"{path}/{name}"},
-        {"key": "kind", "value": "unknown"},
-    ]
-    if partial.cause is not None:
-        annotations.append({"key": "causedBy", "value": "sequence"})
-    record: dict[str, Any] = {
-        "namespace": partial.namespace or "unknown",
-        "name": name,
-        "subject": partial.subject or partial.namespace or "unknown",
-        "activationId": partial.activation_id,
-        "start": now_ms,
-        "end": now_ms,
-        "duration": 0,
-        "response": ActivationResponse.error(code, message).to_json(),
-        "logs": [],
-        "version": partial.action_version or "0.0.1",
-        "publish": False,
-        "annotations": annotations,
-    }
-    if partial.cause is not None:
-        record["cause"] = partial.cause
-    return record
+    return ActivationRecord(
+        namespace=partial.namespace or "unknown",
+        name=name,
+        subject=partial.subject or partial.namespace or "unknown",
+        activation_id=partial.activation_id,
+        start_ms=now_ms,
+        end_ms=now_ms,
+        duration_ms=0,
+        response=ActivationResponse.error(code, message),
+        logs=(),
+        version=partial.action_version or "0.0.1",
+        annotations=(("path", f"{path}/{name}"), ("kind", "unknown"), *_caused_by(partial.cause)),
+        cause=partial.cause,
+    )
 
 
-def activation_document(record: dict[str, Any], now_ms: int) -> dict[str, Any]:
+def sequence_record(
+    who: Identity,
+    activation_id: str,
+    *,
+    path: str,
+    name: str,
+    version: str,
+    binding: str | None,
+    limits: Mapping[str, Any],
+    response: ActivationResponse,
+    components: Sequence[str],
+    duration_ms: int,
+    max_memory_mb: int | None,
+    cause: str | None,
+    start_ms: int,
+    end_ms: int,
+    wait_time_ms: int,
+) -> ActivationRecord:
+    """A sequence's activation, as the stock controller writes it: the last component's
+    response, the components' activation ids as logs, the sum of their durations, and
+    ``topmost`` unless an enclosing sequence (``cause``) started it. ``limits`` are the
+    sequence's own, annotated with the largest component memory once a component ran."""
+    annotations: tuple[tuple[str, Any], ...] = (
+        ("topmost", cause is None),
+        ("path", f"{path}/{name}"),
+        ("kind", SEQUENCE),
+        *_caused_by(cause),
+        ("waitTime", wait_time_ms),
+        *((("binding", binding),) if binding is not None else ()),
+        *((("limits", {**limits, "memory": max_memory_mb}),) if max_memory_mb is not None else ()),
+    )
+    return ActivationRecord(
+        namespace=who.namespace,
+        name=name,
+        subject=who.subject,
+        activation_id=activation_id,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        duration_ms=duration_ms,
+        response=response,
+        logs=tuple(components),
+        version=version,
+        annotations=annotations,
+        cause=cause,
+    )
+
+
+def trigger_record(
+    who: Identity,
+    activation_id: str,
+    *,
+    name: str,
+    version: str,
+    payload: Any,
+    rules: Iterable[Mapping[str, Any]],
+    start_ms: int,
+    end_ms: int,
+) -> ActivationRecord:
+    """A trigger fire's activation: its payload is the result, each rule's outcome (as an
+    object) one compact JSON line of the logs; no annotations."""
+    return ActivationRecord(
+        namespace=who.namespace,
+        name=name,
+        subject=who.subject,
+        activation_id=activation_id,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        duration_ms=end_ms - start_ms,
+        response=ActivationResponse(StatusCode.SUCCESS, payload),
+        logs=tuple(dumps(rule).decode() for rule in rules),
+        version=version,
+        annotations=(),
+    )
+
+
+def activation_document(record: ActivationRecord, now_ms: int) -> dict[str, Any]:
     """The stored form: ``_id`` is ``<invoking namespace>/<activationId>``."""
     return {
-        "_id": f"{record['namespace']}/{record['activationId']}",
+        "_id": f"{record.namespace}/{record.activation_id}",
         "entityType": "activation",
         "updated": now_ms,
-        **record,
+        **record.to_json(),
     }
