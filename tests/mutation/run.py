@@ -138,10 +138,18 @@ def run(workdir: Path, samples: dict[str, str], timeout_s: float = 3600) -> dict
     prepare(workdir, modules)
     patterns = [f"{m}.x*__mutmut_{'*' if s == '*' else '*' + s}" for m, s in samples.items()]
     mutmut = [sys.executable, "-m", "mutmut"]
+    # mutmut's pytest sessions (hundreds, in-process and forked) are this tool's, not a test
+    # run of their own: no host guard (tests/hostguard.py) each, their temporary directories
+    # in the scratch copy.
+    temproot = workdir / "pytest-tmp"
+    temproot.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(temproot)}
+    env.setdefault("OW_TEST_SESSION", "mutation")
     # In a session of its own: its forked workers go with it if it runs too long.
     proc = subprocess.Popen(
         [*mutmut, "run", *patterns],
         cwd=workdir,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -157,6 +165,7 @@ def run(workdir: Path, samples: dict[str, str], timeout_s: float = 3600) -> dict
     results = subprocess.run(
         [*mutmut, "results", "--all", "true"],
         cwd=workdir,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
