@@ -76,8 +76,17 @@ if ((!FAST)); then
     "$VENV/bin/lint-imports" || rc=1
 fi
 
-args=("$@")
-((!FAST)) || args=("${FAST_TESTS[@]}" "$@")
+# The whole suite in lanes (tests/lanes.py): pytest-xdist workers, each integration lane in
+# one of them with services of its own, the CPU-only tests wherever a worker is free.
+# OW_TEST_WORKERS=0 runs it in one process, as plain pytest does.
+WORKERS="${OW_TEST_WORKERS:-3}"
+if ((FAST)); then
+    args=("${FAST_TESTS[@]}" "$@")
+elif ((WORKERS > 0)); then
+    args=(-n "$WORKERS" --dist loadgroup "$@")
+else
+    args=("$@")
+fi
 step "pytest ${args[*]}"
 # In a process group of its own (job control on for this one command), so that a signal to
 # this script reaches pytest through on_signal, and its children with it.

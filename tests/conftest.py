@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hostguard
+import lanes
 import skip_guard
 from services import (
     COUCHDB_PASSWORD,
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hostguard.start(config):  # first: before the session's temporary directories exist
         config.pluginmanager.register(hostguard, "ow-host-guard")
         config.pluginmanager.register(skip_guard, "ow-skip-guard")
+    config.pluginmanager.register(lanes, "ow-lanes")
     config.addinivalue_line(
         "markers", "docker_only: an engine test run on the Docker Engine only (not on Podman)"
     )

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from lanes import without_lane
 
 EXPECTED = Path(__file__).resolve().parent / "expected-skips.txt"
 
@@ -50,8 +51,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     reason = reason.removeprefix("Skipped: ")
-    if not is_expected(report.nodeid, reason, expected()):
-        _unexpected.append((report.nodeid, reason))
+    nodeid = without_lane(report.nodeid)
+    if not is_expected(nodeid, reason, expected()):
+        _unexpected.append((nodeid, reason))
 
 
 @pytest.hookimpl(trylast=True)
