@@ -27,7 +27,7 @@ def make_backend(
     action_network_allow: tuple[str, ...] = (),
 ) -> ContainerBackend:
     if kind == "process":
-        from containers.process import ProcessBackend
+        from containers.process.backend import ProcessBackend
 
         return ProcessBackend(
             state_dir=Path(state_dir) / "containers",
@@ -41,7 +41,7 @@ def make_backend(
             network_allow=action_network_allow,
         )
     if kind == "docker":
-        from containers.docker import DockerBackend
+        from containers.docker.backend import DockerBackend
 
         # Images come with each ContainerSpec, from the invoker's runtime manifest.
         return DockerBackend(

@@ -9,7 +9,7 @@ marked ``docker_only`` (what Podman lacks, or what only repeats on Podman what a
 already shows there) run on dockerd alone, to keep the suite's time.
 
 The official runtime images cannot be pulled here, so ``scripts/runtime-images.sh`` builds
-local ones that run the project's runtimes (``containers/docker_local.py``); the kinds map to
+local ones that run the project's runtimes (``containers/docker/local.py``); the kinds map to
 them through the backend's image overrides. The process backend's scenarios that do not look
 inside the process backend (its pids, directories, cgroups) run unchanged against Docker
 containers: they are imported from ``test_process_backend`` and pick up this module's
@@ -39,10 +39,10 @@ from typing import Any
 import pytest
 
 from containers.backend import ContainerGone, ContainerSpec, LogLine
-from containers.docker import LISTEN_ENV, PREFIX_LABEL, DockerBackend, ImagePullError
-from containers.docker_engine import Engine, EngineError, image_tag
-from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
-from containers.docker_logs import (
+from containers.docker.backend import LISTEN_ENV, PREFIX_LABEL, DockerBackend, ImagePullError
+from containers.docker.engine import Engine, EngineError, image_tag
+from containers.docker.local import BINDS, PYTHON_IMAGE, local_images
+from containers.docker.logs import (
     Cursor,
     EngineLog,
     FrameDecoder,
@@ -422,7 +422,10 @@ async def test_runtime_that_exits_at_boot_fails_init_fast(
     )
     c = await backend.create(spec)
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, "containers.docker"), pytest.raises(ContainerGone):
+    with (
+        caplog.at_level(logging.WARNING, "containers.docker.backend"),
+        pytest.raises(ContainerGone),
+    ):
         await c.init(init_body(ECHO_PY), 30)
     assert time.monotonic() - t0 < 5
     why = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -524,8 +527,8 @@ CHILD_SCRIPT = """
 import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_local import BINDS, local_images
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
 
 async def main():
     b = DockerBackend({host!r}, {prefix!r}, images=local_images(), binds=BINDS,

@@ -24,20 +24,20 @@ from typing import Any
 import pytest
 
 from containers import cgroups
-from containers import process as process_module
 from containers.backend import ContainerGone, ContainerSpec, HttpResult
-from containers.claim import PrefixInUse
 from containers.cpu import CpuTimes, share_between
 from containers.http import RuntimeClient
 from containers.logfile import TRIM_BYTES
 from containers.pool import ContainerPool, StemCell
-from containers.process import (
+from containers.process import backend as process_module
+from containers.process.backend import (
     LOG_FILE,
     NODE_RUNTIME,
     ProcessBackend,
     ProcessContainer,
     process_start_time,
 )
+from containers.process.claim import PrefixInUse
 from tests.procs import alive, freezer_dir, frozen
 from whisk.clock import SystemClock
 
@@ -587,7 +587,7 @@ CHILD_SCRIPT = """
 import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from containers.backend import ContainerSpec
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 
 async def main():
     b = ProcessBackend({state!r}, {prefix!r})
@@ -721,7 +721,7 @@ POOL_SCRIPT = """
 import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from containers.pool import ContainerPool, StemCell
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from whisk.clock import SystemClock
 
 async def main():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from containers import cgroups
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from tests.integration.test_process_backend import (  # noqa: F401  (fixtures)
     ECHO_PY,
     Maker,

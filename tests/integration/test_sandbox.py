@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from containers.backend import ContainerGone
-from containers.claim import UID_BASE
-from containers.process import ProcessBackend, ProcessContainer
+from containers.process.backend import ProcessBackend, ProcessContainer
+from containers.process.claim import UID_BASE
 from tests.integration.netns import server_in_namespace
 from tests.integration.test_process_backend import (
     NODE,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from tests.integration.test_process_backend import (
     ROOT,
     Maker,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from containers.factory import make_backend
-from containers.process import ProcessBackend, ProcessContainer
+from containers.process.backend import ProcessBackend, ProcessContainer
 from invoker import config as invoker_config
 from ow_invoker.cli import build_parser
 from tests.integration.netns import server_in_namespace

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from tests.integration.test_process_backend import Maker, new_prefix, result, run
 from tests.integration.test_sandbox import ATTACKS_PY, VICTIM_PY, targets
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
+from containers.docker.backend import DockerBackend
 from invoker import config as invoker_config
 from invoker import stock
 from invoker.admin_tls import admin_ssl_context

@@ -63,9 +63,9 @@ from typing import Any
 
 from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
-from containers.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
+from containers.process.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
 from containers.runtimes import sandbox
 from whisk.manifest import BLACKBOX
 from whisk.protocol import json
@@ -73,10 +73,10 @@ from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)
 
-RUNTIMES_DIR = Path(__file__).resolve().parent / "runtimes"
+RUNTIMES_DIR = Path(__file__).resolve().parents[1] / "runtimes"
 PYTHON_RUNTIME = RUNTIMES_DIR / "python_runtime.py"
 NODE_RUNTIME = RUNTIMES_DIR / "node_runtime.js"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_VAR = "OW_PROCESS_BACKEND"
 META_FILE = "container.json"
