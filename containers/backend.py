@@ -14,6 +14,11 @@ backend must:
 - keep the runtime's stdout/stderr as timestamped lines, so :meth:`Container.read_logs` can
   return one activation's lines up to the sentinels;
 - never pass the invoker's own environment or credentials to action code.
+
+A backend's containers never touch its private state: each is given, at creation, what it needs
+(its engine, its log watcher, ...) and an ``on_removed`` callback, which its
+:meth:`Container.destroy` calls once, last, so that the backend drops it from its own
+bookkeeping (and frees what it held: a port, a cgroup still exiting).
 """
 
 from __future__ import annotations
@@ -116,7 +121,8 @@ class Container(Protocol):
         ...
 
     async def destroy(self) -> None:
-        """Remove the container; idempotent, never raises."""
+        """Remove the container; idempotent, never raises. Ends by telling the backend
+        (the ``on_removed`` callback it gave the container)."""
         ...
 
 

@@ -155,7 +155,6 @@ class DockerContainer:
 
     def __init__(
         self,
-        backend: DockerBackend,
         name: str,
         cid: str,
         kind: str,
@@ -163,16 +162,20 @@ class DockerContainer:
         address: tuple[str, int],
         logs: LogSource,
         dialer: NetnsDialer | None = None,
+        *,
+        engine: Engine,
+        on_removed: Callable[[DockerContainer], None],
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.id = cid
         self.kind = kind
         self.image = image
         self.host, self.port = address
-        self._backend = backend
-        self._engine = backend.engine
+        self._engine = engine
+        self._on_removed = on_removed  # the backend's hook, called once by destroy
         self._dialer = dialer  # reach="netns": sockets made in the container's namespace
-        self._client = RuntimeClient(self.host, self.port, backend.max_response_bytes, dialer)
+        self._client = RuntimeClient(self.host, self.port, max_response_bytes, dialer)
         self._log = logs
         self._cores: frozenset[int] | None = None
         self._destroyed = False
@@ -361,7 +364,7 @@ class DockerContainer:
         except Exception as e:
             log.warning("destroying container %s: %s", self.name, e)
         finally:
-            self._backend._forget(self)
+            self._on_removed(self)
 
 
 class DockerBackend:
@@ -528,7 +531,18 @@ class DockerBackend:
         except BaseException:
             self._ports.discard(port or 0)
             raise
-        container = DockerContainer(self, name, cid, spec.kind, image, address, logs, dialer)
+        container = DockerContainer(
+            name,
+            cid,
+            spec.kind,
+            image,
+            address,
+            logs,
+            dialer,
+            engine=self.engine,
+            on_removed=self._removed,
+            max_response_bytes=self.max_response_bytes,
+        )
         self._containers[cid] = container
         return container
 
@@ -795,7 +809,8 @@ class DockerBackend:
         self._discards.add(task)
         task.add_done_callback(self._discards.discard)
 
-    def _forget(self, c: DockerContainer) -> None:
+    def _removed(self, c: DockerContainer) -> None:
+        """Each container's ``on_removed``: it is destroyed, its name and port are free."""
         if self._containers.get(c.id) is c:
             del self._containers[c.id]
             if self.reach == "host":
