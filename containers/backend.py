@@ -19,16 +19,31 @@ A backend's containers never touch its private state: each is given, at creation
 (its engine, its log watcher, ...) and an ``on_removed`` callback, which its
 :meth:`Container.destroy` calls once, last, so that the backend drops it from its own
 bookkeeping (and frees what it held: a port, a cgroup still exiting).
+
+The invoker picks a backend by name from :mod:`containers.registry`, which makes it from its
+own settings type and a :class:`BackendContext`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from containers.cpu import CpuTimes
+
+
+@dataclass(frozen=True, slots=True)
+class BackendContext:
+    """What every backend is given besides its own settings: where it may keep state
+    (``state_dir``, the invoker's; a backend uses a directory of its own under it), the
+    invoker's container-name prefix, and the process limit of each container."""
+
+    state_dir: Path
+    name_prefix: str
+    pids_limit: int = 1024
 
 
 class ContainerError(Exception):

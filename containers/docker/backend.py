@@ -88,6 +88,7 @@ from containers.docker.netns import (
     is_local_engine,
     open_netns,
 )
+from containers.docker.settings import REACH_MODES
 from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from whisk.manifest import BLACKBOX, Manifest
@@ -98,7 +99,6 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 RUNTIME_PORT = "8080/tcp"
 LISTEN_ENV = "__OW_RUNTIME_LISTEN"  # where the local runtime images' runtime listens
-REACH_MODES = ("netns", "publish", "address", "host")
 NETNS_ADDRESS = (HOST, 8080)  # the runtime, on the container's own loopback
 NO_NEW_PRIVILEGES = "no-new-privileges"
 ICC_OPTION = "com.docker.network.bridge.enable_icc"

@@ -67,6 +67,7 @@ from containers.backend import ContainerError, ContainerGone, ContainerSpec, Htt
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from containers.process.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
+from containers.process.settings import NETWORKS
 from containers.runtimes import sandbox
 from whisk.manifest import BLACKBOX
 from whisk.protocol import json
@@ -86,7 +87,6 @@ HOST = "127.0.0.1"
 LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes to exit
 BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
 CLOSE_REAP_S = 10.0  # how long close() waits for busy cgroups before leaving them behind
-NETWORKS = ("outbound", "none")  # sandboxed actions: NAT'ed outbound connections, or none
 SLIRP_DNS = "10.0.2.3"
 GPU_CLIENT = ("__init__.py", "client.py", "protocol.py")  # what a GPU action imports
 
