@@ -41,7 +41,7 @@ from containers.docker.backend import PREFIX_LABEL
 from containers.docker.engine import Engine
 from containers.docker.local import BINDS, PYTHON_IMAGE, local_images
 from ow_invoker.harness.processes import ROOT, Platform, running_platform
-from tests.integration.test_docker_backend import (  # noqa: F401 (engine_host: a fixture)
+from tests.integration.backends import (  # noqa: F401 (engine_host: a fixture)
     ENGINES,
     engine_host,
 )

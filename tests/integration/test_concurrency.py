@@ -17,7 +17,7 @@ import pytest
 from containers.docker.backend import PREFIX_LABEL
 from containers.docker.engine import Engine
 from ow_invoker.harness.controller import running_invoker
-from tests.integration.test_docker_backend import (  # noqa: F401 (fixtures, parametrization)
+from tests.integration.backends import (  # noqa: F401 (fixtures, parametrization)
     engine,
     engine_host,
     new_backend,

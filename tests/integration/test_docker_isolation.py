@@ -32,9 +32,8 @@ from containers.docker.netns import (
     is_local_engine,
     open_netns,
 )
-from tests.integration import test_docker_backend as backend_tests
-from tests.integration.test_docker_backend import ENGINES, new_backend
-from tests.integration.test_process_backend import ECHO_PY, init_body, py, result, run
+from tests.integration import backends as backend_tests
+from tests.integration.backends import ECHO_PY, ENGINES, init_body, new_backend, py, result, run
 
 pytestmark = pytest.mark.services
 

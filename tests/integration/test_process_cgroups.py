@@ -16,7 +16,7 @@ import pytest
 
 from containers import cgroups
 from containers.process.backend import ProcessBackend
-from tests.integration.test_process_backend import (  # noqa: F401  (fixtures)
+from tests.integration.backends import (  # noqa: F401  (fixtures)
     ECHO_PY,
     Maker,
     backend,

@@ -19,7 +19,7 @@ from containers.process.backend import ProcessBackend
 from gpu.config import GpuConfig
 from gpu.kaas.client import KaasClient
 from gpu.pool import GpuPool
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     py,

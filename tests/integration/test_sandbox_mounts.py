@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from containers.process.backend import ProcessBackend
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     ROOT,
     Maker,
     new_prefix,

@@ -22,14 +22,14 @@ from containers.process.settings import ProcessSettings
 from containers.registry import make_backend
 from invoker import config as invoker_config
 from ow_invoker.cli import build_parser
-from tests.integration.netns import server_in_namespace
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     result,
     run,
     state_dir,  # noqa: F401  (a fixture)
 )
+from tests.integration.netns import server_in_namespace
 from tests.integration.test_sandbox import (  # noqa: F401  (fixtures)
     OUTBOUND_PY,
     backend,

@@ -24,7 +24,7 @@ from containers.process import backend as process
 from containers.process import claim
 from containers.process.backend import ProcessBackend, ProcessContainer
 from containers.runtimes import sandbox
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     py,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from containers.process.backend import ProcessBackend
-from tests.integration.test_process_backend import Maker, new_prefix, result, run
+from tests.integration.backends import Maker, new_prefix, result, run
 from tests.integration.test_sandbox import ATTACKS_PY, VICTIM_PY, targets
 
 
