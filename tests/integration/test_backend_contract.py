@@ -117,10 +117,10 @@ class Process(UnderTest):
     )
 
     async def start(
-        self, request: pytest.FixtureRequest, prefix: str | None = None, **options: Any
+        self, request: pytest.FixtureRequest, prefix: str | None = None
     ) -> ProcessBackend:
         state: Path = request.getfixturevalue("state_dir")
-        b = ProcessBackend(state / "state", prefix or new_prefix(), **options)
+        b = ProcessBackend(state / "state", prefix or new_prefix())
         await b.start()
         return b
 
@@ -192,8 +192,12 @@ class Docker(UnderTest):
         assert err.value.status == 404
 
 
-BACKENDS: dict[str, UnderTest] = {"process": Process(), "docker": Docker("docker")}
-BACKENDS["podman"] = Docker("podman")
+# The backend list: every backend under the contract, by test id.
+BACKENDS: dict[str, UnderTest] = {
+    "process": Process(),
+    "docker": Docker("docker"),
+    "podman": Docker("podman"),
+}
 EVERY = ("process", "docker")
 ALL = ("process", "docker", "podman")
 
