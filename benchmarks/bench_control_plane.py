@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaProducer
 from common import kafka_and_couchdb, percentile
 
 from containers.backend import ContainerSpec
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from front.identities import basic_auth
 from invoker.config import available_cores
 from ow_invoker.harness.controller import controller, make_config

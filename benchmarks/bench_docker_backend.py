@@ -5,7 +5,7 @@
 Holds the machine-wide benchmark lock, starts a Docker Engine (dockerd) and Podman's Docker
 API on their own sockets under ``.state/bench`` (scripts/services.sh; the local runtime
 images are built in each by scripts/runtime-images.sh; kinds map to them with
-``containers.docker_local``) and measures, for python:3.11 (and fewer node cold starts):
+``containers.docker.local``) and measures, for python:3.11 (and fewer node cold starts):
 
 - cold start = create → /init of a small action → first /run, median and p90, per backend,
   with the engine's create + start + inspect split out, and the ratio to the process backend;
@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, STATE, exclusive_machine, percentile
 
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_engine import Engine
-from containers.docker_local import BINDS, local_images
-from containers.process import ProcessBackend
+from containers.docker.backend import DockerBackend
+from containers.docker.engine import Engine
+from containers.docker.local import BINDS, local_images
+from containers.process.backend import ProcessBackend
 
 LABEL = "ow-invoker-bench"
 PY_CODE = (

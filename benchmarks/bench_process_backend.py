@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from containers.backend import ContainerSpec
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from whisk.summary import percentile
 
 PY_CODE = "def main(args):\n    return {'greeting': 'Hello ' + args.get('name', 'x')}\n"

@@ -36,9 +36,9 @@ from bench_docker_backend import PY_CODE, RUN, cold_starts, init_body, start_eng
 from common import exclusive_machine, percentile
 
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_local import BINDS, local_images
-from containers.process import ProcessBackend
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
+from containers.process.backend import ProcessBackend
 
 NODE_CODE = "function main(params) { console.log('hi'); return params; }"
 LABEL = "ow-invoker-bench"

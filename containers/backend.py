@@ -14,16 +14,37 @@ backend must:
 - keep the runtime's stdout/stderr as timestamped lines, so :meth:`Container.read_logs` can
   return one activation's lines up to the sentinels;
 - never pass the invoker's own environment or credentials to action code.
+
+A backend's containers never touch its private state: each is given, at creation, what it needs
+(its engine, its log watcher, ...) and an ``on_removed`` callback, which its
+:meth:`Container.destroy` calls once, last, so that the backend drops it from its own
+bookkeeping (and frees what it held: a port, a cgroup still exiting).
+
+The invoker picks a backend by name from :mod:`containers.registry`, which makes it from its
+own settings type and a :class:`BackendContext`. ``tests/integration/test_backend_contract.py``
+runs this contract against every backend (docs/architecture.md: adding one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from containers.cpu import CpuTimes
+
+
+@dataclass(frozen=True, slots=True)
+class BackendContext:
+    """What every backend is given besides its own settings: where it may keep state
+    (``state_dir``, the invoker's; a backend uses a directory of its own under it), the
+    invoker's container-name prefix, and the process limit of each container."""
+
+    state_dir: Path
+    name_prefix: str
+    pids_limit: int = 1024
 
 
 class ContainerError(Exception):
@@ -116,7 +137,8 @@ class Container(Protocol):
         ...
 
     async def destroy(self) -> None:
-        """Remove the container; idempotent, never raises."""
+        """Remove the container; idempotent, never raises. Ends by telling the backend
+        (the ``on_removed`` callback it gave the container)."""
         ...
 
 

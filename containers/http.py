@@ -257,7 +257,7 @@ class RuntimeClient:
     """Talks to one runtime at ``(host, port)`` or ``unix_path``; one request at a time.
     ``make_socket``:
     where the runtime is in another network namespace, each connection's (unconnected,
-    non-blocking) socket comes from it (:mod:`containers.docker_netns`)."""
+    non-blocking) socket comes from it (:mod:`containers.docker.netns`)."""
 
     def __init__(
         self,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from containers.factory import make_backend
+from pathlib import Path
+
+from containers.backend import BackendContext
+from containers.registry import make_backend
 from invoker.config import InvokerConfig
 from invoker.metrics import InvokerMetrics
 from invoker.service import Invoker
@@ -22,30 +25,15 @@ def runtime_manifest(cfg: InvokerConfig) -> Manifest:
 def build_invoker(
     cfg: InvokerConfig, *, bus: Bus, store: Store, clock: Clock, manifest: Manifest | None = None
 ) -> Invoker:
-    """The container backend named by ``cfg.backend``, the runtime manifest (stock file when
+    """The container backend named by ``cfg.backend`` (from :mod:`containers.registry`, with
+    its settings ``cfg.backend_settings``), the runtime manifest (stock file when
     configured), and the GPU pool when ``cfg.gpu`` is set (``--gpu-devices``)."""
     if manifest is None:
         manifest = runtime_manifest(cfg)
     if cfg.runtime_images:
         manifest = manifest.with_images(dict(i.split("=", 1) for i in cfg.runtime_images))
-    backend = make_backend(
-        cfg.backend,
-        state_dir=cfg.state_dir,
-        name_prefix=cfg.container_prefix,
-        docker_host=cfg.docker_host,
-        docker_binds=cfg.docker_binds,
-        docker_reach=cfg.docker_reach,
-        docker_network=cfg.docker_network,
-        docker_shm_size_mb=cfg.docker_shm_size_mb,
-        docker_dns=(cfg.docker_dns_servers, cfg.docker_dns_search, cfg.docker_dns_options),
-        action_user=cfg.action_user,
-        sandbox=cfg.sandbox,
-        action_network=cfg.action_network,
-        pids_limit=cfg.pids_limit,
-        sandbox_host_ports=cfg.sandbox_host_ports,
-        action_network_deny=cfg.action_network_deny,
-        action_network_allow=cfg.action_network_allow,
-    )
+    context = BackendContext(Path(cfg.state_dir), cfg.container_prefix, cfg.pids_limit)
+    backend = make_backend(cfg.backend, cfg.backend_settings, context)
     metrics = InvokerMetrics()
     gpu_pool = None
     if cfg.gpu is not None:

@@ -2,19 +2,22 @@
 config file, the stock invoker's environment (``KAFKA_HOSTS``, ``CONFIG_whisk_…``: read,
 refused or ignored by :mod:`invoker.stock`, the one place that knows those names), our own
 variables (``OW_INVOKER_<FIELD>``), and command-line flags (:mod:`whisk.settings` reads them).
-The GPU pool's settings are :class:`gpu.config.GpuConfig`'s, as ``--gpu-<field>``.
+The GPU pool's settings are :class:`gpu.config.GpuConfig`'s, as ``--gpu-<field>``; each
+container backend's are its own type's (:mod:`containers.registry`), in a field named after it.
 Validated once, then frozen."""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from containers.docker.settings import DockerSettings
+from containers.process.settings import ProcessSettings
+from containers.registry import BACKENDS, backend_type
 from gpu.config import GpuConfig
 from invoker import stock
 from whisk.bus.kafka_security import KafkaSecurity
@@ -111,30 +114,19 @@ class InvokerConfig:
     cpu_sample_s: float = setting(
         0.5, help="seconds between samples of running calls' CPU use (misprediction guard; 0: off)"
     )
-    backend: str = setting("process", help="container backend: process or docker")
-    docker_host: str | None = setting(None, env=("DOCKER_HOST",), help="Docker Engine API address")
-    docker_binds: tuple[str, ...] = setting(
-        factory=tuple, help="extra binds for action containers, e.g. /usr:/usr:ro (docker)"
+    backend: str = setting(
+        "process",
+        choices=tuple(BACKENDS),
+        help="container backend (its settings: the group named after it)",
     )
-    docker_reach: str = setting(
-        "netns",
-        help="how the invoker reaches runtimes (docker): netns (the container's own loopback, "
-        "from inside its network namespace; needs root and a local engine), publish (8080 on "
-        "127.0.0.1), address (the container's IP on the network), host (the host's network, "
-        "a loopback port each: test machines only)",
+    process: ProcessSettings = setting(  # noqa: RUF009 (a field(), as every setting() is)
+        factory=ProcessSettings, prefix="", help="the process backend (--backend process)"
     )
-    docker_network: str = setting(
-        "bridge", help="Docker network of action containers, none for no network (docker)"
+    docker: DockerSettings = setting(  # noqa: RUF009 (a field(), as every setting() is)
+        factory=DockerSettings, help="the Docker backend (--backend docker)"
     )
-    docker_shm_size_mb: int = setting(64, help="size of each container's /dev/shm in MB (docker)")
-    docker_dns_servers: tuple[str, ...] = setting(
-        factory=tuple, help="DNS servers of action containers (docker)"
-    )
-    docker_dns_search: tuple[str, ...] = setting(
-        factory=tuple, help="DNS search domains of action containers (docker)"
-    )
-    docker_dns_options: tuple[str, ...] = setting(
-        factory=tuple, help="resolver options of action containers (docker)"
+    pids_limit: int = setting(
+        1024, help="processes per action container (a sandboxed process backend's, Docker's)"
     )
     container_env: tuple[str, ...] = setting(
         factory=tuple, help="KEY=VALUE,... added to every action container's environment"
@@ -149,39 +141,6 @@ class InvokerConfig:
         factory=tuple, help="image overrides KIND=IMAGE,... for the docker backend"
     )
     state_dir: str = setting(".state/invoker", help="where containers, spools and pid files live")
-    sandbox: str = setting(
-        "namespaces",
-        help="process backend isolation: namespaces (each container in its own pid, mount, "
-        "network, IPC, UTS and cgroup namespaces, a uid of its own, seccomp; needs root) or "
-        "none (unsafe: actions see the host's processes, files and loopback)",
-    )
-    action_network: str = setting(
-        "outbound",
-        help="sandboxed actions' network: outbound (NAT through slirp4netns, the host's "
-        "loopback out of reach) or none",
-    )
-    pids_limit: int = setting(
-        1024, help="processes per action container (a sandboxed process backend's, Docker's)"
-    )
-    sandbox_host_ports: tuple[int, ...] = setting(
-        factory=tuple,
-        help="ports of the host's loopback that sandboxed actions may reach at 127.0.0.1, "
-        "e.g. a local object store (process; none by default)",
-    )
-    action_network_deny: tuple[str, ...] = setting(
-        factory=tuple,
-        help="IPv4 prefixes a.b.c.d/n,... sandboxed actions may not reach, e.g. the cluster's "
-        "private ranges (process; the node's own addresses and 169.254.0.0/16 always)",
-    )
-    action_network_allow: tuple[str, ...] = setting(
-        factory=tuple,
-        help="IPv4 prefixes sandboxed actions may reach even so: the longest matching prefix "
-        "decides, an allowed one at equal length (process)",
-    )
-    action_user: str | None = setting(
-        None,
-        help="with --sandbox none: run actions as this user, e.g. nobody (the invoker as root)",
-    )
     admin_host: str = setting("127.0.0.1", help="admin HTTP listen address")
     admin_port: int = setting(8085, help="admin HTTP port (/ping, /metrics, ...)")
     admin_user: str = setting("invoker.user", help="admin user")
@@ -232,31 +191,15 @@ class InvokerConfig:
             raise ValueError("user memory must be at least 128 MB")
         if not self.action_cores:
             raise ValueError("at least one action core is needed")
-        if self.sandbox not in ("namespaces", "none"):
-            raise ValueError(f"sandbox: namespaces or none, not {self.sandbox!r}")
-        if self.action_network not in ("outbound", "none"):
-            raise ValueError(f"action_network: outbound or none, not {self.action_network!r}")
-        for prefix in (*self.action_network_deny, *self.action_network_allow):
-            try:
-                ipaddress.IPv4Network(prefix, strict=False)
-            except ValueError:
-                raise ValueError(f"action network prefix {prefix!r}: not a.b.c.d/n") from None
-        if (self.action_network_deny or self.action_network_allow) and (
-            self.backend != "process" or self.sandbox == "none"
+        backend_type(self.backend)  # raises with the list of valid names
+        if (self.process.action_network_deny or self.process.action_network_allow) and (
+            self.backend != "process" or not self.process.sandboxed
         ):
             raise ValueError(
                 "--action-network-deny/--action-network-allow are the sandboxed process "
                 "backend's (on Docker: the DOCKER-USER iptables chain)"
             )
-        if self.backend not in ("process", "docker"):
-            raise ValueError(f"unknown backend {self.backend!r}: choose process or docker")
-        if self.docker_reach not in ("netns", "publish", "address", "host"):
-            raise ValueError(
-                f"docker_reach: netns, publish, address or host, not {self.docker_reach!r}"
-            )
-        if self.backend != "docker" and (
-            self.docker_dns_servers or self.docker_dns_search or self.docker_dns_options
-        ):
+        if self.backend != "docker" and any(self.docker.dns):
             raise ValueError(
                 "DNS settings of action containers (CONFIG_whisk_containerFactory_containerArgs"
                 "_dns*) are the docker backend's: the process backend's actions use the "
@@ -267,8 +210,8 @@ class InvokerConfig:
                 raise ValueError(f"container_env: KEY=VALUE, not {item!r}")
         if self.kafka_replication_factor < 1:
             raise ValueError("kafka_replication_factor must be at least 1")
-        if self.pids_limit < 1 or self.docker_shm_size_mb < 1:
-            raise ValueError("pids_limit and docker_shm_size_mb must be positive")
+        if self.pids_limit < 1:
+            raise ValueError("pids_limit must be positive")
         if self.fc_window_s <= 0:
             raise ValueError("fc_window_s must be positive")
         if self.max_pending < 1:
@@ -277,16 +220,14 @@ class InvokerConfig:
             raise ValueError("cpu_sample_s must be >= 0 (0 turns sampling off)")
         if self.task_failures < 1 or not self.task_failure_window_s > 0:
             raise ValueError("task_failures and task_failure_window_s must be positive")
-        if self.action_user is not None:
-            import pwd
-
-            try:
-                pwd.getpwnam(self.action_user)
-            except KeyError:
-                raise ValueError(f"action user {self.action_user!r} does not exist") from None
         from policies import get_policy
 
         get_policy(self.policy)  # raises with the list of valid names
+
+    @property
+    def backend_settings(self) -> Any:
+        """The chosen backend's settings: the field named after it (``process``, ``docker``)."""
+        return getattr(self, self.backend)
 
     @property
     def whisks_db(self) -> str:

@@ -77,7 +77,7 @@ async def serve(
     from whisk.supervisor import first_failure
 
     clock = SystemClock()
-    state = private_dir(cfg.state_dir, 0o711 if cfg.action_user else 0o700)
+    state = private_dir(cfg.state_dir, 0o711 if cfg.process.action_user else 0o700)
     bus: Bus
     store: Store
     if args.kafka:

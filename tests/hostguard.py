@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "OW_TEST_SESSION"
-CONTAINER_UIDS = range(1_500_000_000, 1_500_000_000 + 4096 * 1024)  # containers.claim's
+CONTAINER_UIDS = range(1_500_000_000, 1_500_000_000 + 4096 * 1024)  # containers.process.claim's
 SETTLE_S = 20.0  # how long what is going away (a service's last children) may take
 
 
@@ -208,7 +208,7 @@ def start(config: pytest.Config) -> bool:
     os.environ["OW_SIMULATION_CACHE"] = tempfile.mkdtemp(prefix="ow-simulations-")
     own.append(os.environ["OW_SIMULATION_CACHE"])
     if "OW_INVOKER_RUN_DIR" not in os.environ:
-        # The invokers' host-wide lock and socket directory (containers.claim.lock_dir): one
+        # The invokers' host-wide lock and socket directory (containers.process.claim.lock_dir): one
         # of this run's, traversable by containers' uids as /run/ow-invoker is.
         run = tempfile.mkdtemp(prefix="ow-run-")
         os.chmod(run, 0o711)

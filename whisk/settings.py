@@ -10,8 +10,11 @@ need more than a converter), the environment (stock names, then ours), flags, th
 
 A field whose type is itself a settings dataclass (``gpu: GpuConfig | None``) is a *group*:
 its fields read as ``--gpu-<field>``, ``<PREFIX>GPU_<FIELD>`` and ``gpu_<field>`` (or a
-``[gpu]`` table). An optional group with a ``switch`` is on only when that one setting is
-given (non-empty); its other settings are still checked, so a typo fails even then.
+``[gpu]`` table), and its flags are listed together under the group's help. A group's
+``prefix`` changes that ``gpu_``: ``prefix=""`` keeps its fields' own names (settings that
+were top-level ones before they were grouped keep their flags, variables and keys). An
+optional group with a ``switch`` is on only when that one setting is given (non-empty); its
+other settings are still checked, so a typo fails even then.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def setting(
     aliases: tuple[str, ...] = (),
     repeat: bool = False,
     switch: str | None = None,
+    prefix: str | None = None,
     choices: tuple[str, ...] | None = None,
     secret: bool = False,
 ) -> Any:
@@ -76,7 +80,8 @@ def setting(
     ``convert``: turns a text value (flag, environment) into the field's type when the
     type alone does not say how; ``aliases``: more flag spellings (``--id``); ``repeat``:
     the flag may be given several times (a tuple field); ``switch``: for an optional group,
-    the one setting that turns it on; ``choices``: the flag's allowed values (argparse
+    the one setting that turns it on; ``prefix``: for a group, what its settings' keys start
+    with (default: the group's name and ``_``); ``choices``: the flag's allowed values (argparse
     refuses others with its usage error; the class still checks values from elsewhere);
     ``secret``: a key or password, which a flag would show to every local user in
     ``/proc/<pid>/cmdline``: given as a flag it still works, with a warning naming the
@@ -89,6 +94,7 @@ def setting(
         "aliases": aliases,
         "repeat": repeat,
         "switch": switch,
+        "prefix": prefix,
         "choices": choices,
         "secret": secret,
     }
@@ -164,6 +170,12 @@ class _Group:
     switch: str | None
     field: Field[Any]
 
+    @property
+    def prefix(self) -> str:
+        """What the keys of the group's settings start with: ``gpu_``, or the field's own."""
+        prefix = self.field.metadata.get("prefix")
+        return f"{self.name}_" if prefix is None else prefix
+
 
 @dataclass(frozen=True)
 class Settings(Generic[T]):
@@ -199,10 +211,13 @@ class Settings(Generic[T]):
                     add(groups[f.name].cls, f.name)
                     continue
                 convert = f.metadata.get("convert") or _converter(_strip_optional(hints[f.name])[0])
-                key = f"{group}_{f.name}" if group else f.name
+                key = f"{groups[group].prefix}{f.name}" if group else f.name
                 out.append(_Leaf(key, group, f.name, f, convert))
 
         add(self.cls, None)
+        keys = [leaf.key for leaf in out]
+        if twice := sorted({k for k in keys if keys.count(k) > 1} | (set(keys) & set(groups))):
+            raise TypeError(f"{self.cls.__name__}: settings named twice: {', '.join(twice)}")
         return out
 
     @cached_property
@@ -292,7 +307,7 @@ class Settings(Generic[T]):
         flat: dict[str, Any] = {}
         for k, v in data.items():
             if isinstance(v, dict) and k in groups:
-                flat.update({f"{k}_{sub}": value for sub, value in v.items()})
+                flat.update({f"{groups[k].prefix}{sub}": value for sub, value in v.items()})
             elif not isinstance(v, dict) or sectioned:  # a flat file's tables: other sections
                 flat[k] = v
         unknown = set(flat) - self.keys - set(tolerate)

@@ -37,7 +37,7 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
 
     # Spooled records, the admin password, the containers: the invoker's alone (0711 lets an
     # --action-user reach its containers' directories, listing nothing).
-    private_dir(cfg.state_dir, 0o711 if cfg.action_user else 0o700)
+    private_dir(cfg.state_dir, 0o711 if cfg.process.action_user else 0o700)
     admin_tls = admin_ssl_context(cfg)  # a bad keystore fails now, not after joining
     bus = KafkaBus(cfg.kafka, cfg.kafka_replication_factor, cfg.kafka_security)
     store = CouchStore(cfg.couchdb_url, cfg.couchdb_user, cfg.couchdb_password)

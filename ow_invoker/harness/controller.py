@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from containers.backend import ContainerBackend
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from invoker.config import InvokerConfig
 from invoker.gpu import make_gpu_pool
 from invoker.service import Invoker

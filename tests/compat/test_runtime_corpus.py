@@ -22,9 +22,9 @@ import pytest
 import pytest_asyncio
 
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_local import BINDS, local_images
-from containers.process import ProcessBackend
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
+from containers.process.backend import ProcessBackend
 from tests.compat.corpus import Vector, load, play
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from front.identities import SYSTEM, basic_auth
 from tests.front.platform import Platform, platform
 from whisk.bus.memory import MemoryBus

@@ -37,11 +37,11 @@ from typing import Any
 
 import pytest
 
-from containers.docker import PREFIX_LABEL
-from containers.docker_engine import Engine
-from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
+from containers.docker.backend import PREFIX_LABEL
+from containers.docker.engine import Engine
+from containers.docker.local import BINDS, PYTHON_IMAGE, local_images
 from ow_invoker.harness.processes import ROOT, Platform, running_platform
-from tests.integration.test_docker_backend import (  # noqa: F401 (engine_host: a fixture)
+from tests.integration.backends import (  # noqa: F401 (engine_host: a fixture)
     ENGINES,
     engine_host,
 )

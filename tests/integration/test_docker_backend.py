@@ -1,20 +1,22 @@
-"""The Docker backend against real engines: a Docker Engine (dockerd) and Podman's
-Docker-compatible API (see docs/docker.md).
+"""What only the Docker backend does, against real engines: a Docker Engine (dockerd) and
+Podman's Docker-compatible API (see docs/docker.md). The contract every backend fulfils
+(runtimes, errors, limits, logs, pause, CPU time, removal) runs against it on both engines in
+``test_backend_contract.py``; here: the engine's view of a container (names, labels, limits,
+cpuset updates, the freezer), images and pulls, reach modes, the two log sources, leftovers
+beside other containers, and the whole invoker on Docker.
 
-Every test that takes ``engine_host`` runs once per engine: ``docker`` (the ``dockerd``
-fixture) and ``podman`` (the ``podman`` fixture), with the backend as production runs it:
-containers with no network (``NetworkMode none``), reached from inside their own network
-namespace (``reach="netns"``); Podman's published ports have a test of their own. Tests
-marked ``docker_only`` (what Podman lacks, or what only repeats on Podman what another test
-already shows there) run on dockerd alone, to keep the suite's time.
+Every test that takes ``engine_host`` runs once per engine (``pytest_generate_tests`` of
+tests/integration/backends.py): ``docker`` (the ``dockerd`` fixture) and ``podman`` (the
+``podman`` fixture), with the backend as production runs it: containers with no network
+(``NetworkMode none``), reached from inside their own network namespace (``reach="netns"``);
+Podman's published ports have a test of their own. Tests marked ``docker_only`` (what Podman
+lacks, or what only repeats on Podman what another test already shows there) run on dockerd
+alone, to keep the suite's time.
 
 The official runtime images cannot be pulled here, so ``scripts/runtime-images.sh`` builds
-local ones that run the project's runtimes (``containers/docker_local.py``); the kinds map to
-them through the backend's image overrides. The process backend's scenarios that do not look
-inside the process backend (its pids, directories, cgroups) run unchanged against Docker
-containers: they are imported from ``test_process_backend`` and pick up this module's
-``backend`` and ``make`` fixtures. The rest is ported or Docker-specific. Every container
-carries the engine fixture's label, so the fixture removes whatever a failed test leaves.
+local ones that run the project's runtimes (``containers/docker/local.py``); the kinds map to
+them through the backend's image overrides. Every container carries the engine fixture's
+label, so the fixture removes whatever a failed test leaves.
 """
 
 from __future__ import annotations
@@ -22,12 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import itertools
 import json
 import logging
 import os
-import random
-import subprocess
 import sys
 import tarfile
 import time
@@ -39,10 +38,10 @@ from typing import Any
 import pytest
 
 from containers.backend import ContainerGone, ContainerSpec, LogLine
-from containers.docker import LISTEN_ENV, PREFIX_LABEL, DockerBackend, ImagePullError
-from containers.docker_engine import Engine, EngineError, image_tag
-from containers.docker_local import BINDS, PYTHON_IMAGE, local_images
-from containers.docker_logs import (
+from containers.docker.backend import LISTEN_ENV, PREFIX_LABEL, DockerBackend, ImagePullError
+from containers.docker.engine import Engine, EngineError, image_tag
+from containers.docker.local import PYTHON_IMAGE, local_images
+from containers.docker.logs import (
     Cursor,
     EngineLog,
     FrameDecoder,
@@ -56,89 +55,29 @@ from containers.docker_logs import (
 )
 from containers.http import NoAnswer, RuntimeClient
 from ow_invoker.harness.controller import running_invoker
-from tests.integration import test_process_backend as shared
-from tests.integration.harness import PY_HELLO
-from tests.integration.test_process_backend import (
+from tests.integration import backends
+from tests.integration import test_backend_contract as contract
+from tests.integration.backends import (
     ECHO_PY,
-    GREEDY,
+    NODE,
+    ROOT,
+    Maker,
     init_body,
+    new_backend,
+    new_docker_prefix,
     py,
     result,
     run,
 )
+from tests.integration.harness import PY_HELLO
 from whisk.protocol.logs import SENTINEL
 
 pytestmark = pytest.mark.services
 
-ROOT = Path(__file__).resolve().parents[2]
-ENGINES = ("docker", "podman")
-_counter = itertools.count(1)
-_services: dict[str, Any] = {}  # engine address -> its service fixture (dockerd or podman)
-
-
-def new_prefix() -> str:
-    return f"wskd{os.getpid()}x{next(_counter)}"
-
-
-# The process backend's scenarios check the runtimes inside the images, the same on both
-# engines: on Podman only those that exercise the engine (cpuset updates, pause, its log file).
-PODMAN_SHARED = {
-    "test_cpu_pinning_is_seen_by_the_action",
-    "test_pause_and_resume",
-    "test_logs_are_cut_per_activation",
-    "test_init_failure_is_502_with_logs",
-}
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Each test that uses an engine runs on dockerd and on Podman, except those marked
-    ``docker_only`` and the process backend's scenarios outside ``PODMAN_SHARED``."""
-    if "engine_host" in metafunc.fixturenames:
-        fn = metafunc.function
-        shared_only = fn.__module__ != __name__ and fn.__name__ not in PODMAN_SHARED
-        only = metafunc.definition.get_closest_marker("docker_only") or shared_only
-        engines = ["docker"] if only else list(ENGINES)
-        metafunc.parametrize("engine_host", engines, indirect=True, scope="module")
-
-
-@pytest.fixture(scope="module")
-def engine_host(request: pytest.FixtureRequest) -> str:
-    """The engine's address, once the local runtime images are built in it (or up to date).
-    Not parametrized (a module importing this fixture): Podman."""
-    name = getattr(request, "param", "podman")
-    svc = request.getfixturevalue("dockerd" if name == "docker" else "podman")
-    env = {**os.environ, "OW_ENGINE": name, "DOCKER_HOST": svc.docker_host}
-    proc = subprocess.run(
-        [str(ROOT / "scripts" / "runtime-images.sh")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env if name == "docker" else None,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/runtime-images.sh failed:\n{proc.stdout}{proc.stderr}")
-    _services[svc.docker_host] = svc
-    return svc.docker_host
-
-
-@pytest.fixture
-def svc(engine_host: str) -> Any:
-    """The engine's service fixture: ``.engine``, ``.container_label``, ``.busybox_image``."""
-    return _services[engine_host]
-
-
-def new_backend(host: str, label: str, prefix: str | None = None, **kw: Any) -> DockerBackend:
-    kw.setdefault("reach", "netns")
-    kw.setdefault("network", "none")
-    kw.setdefault("images", local_images())
-    return DockerBackend(
-        host,
-        prefix or new_prefix(),
-        binds=BINDS,
-        labels={label: "1"},
-        **kw,
-    )
+# The engines' fixtures (tests/integration/backends.py): each test on both engines.
+pytest_generate_tests = backends.pytest_generate_tests
+engine_host, svc, engine = backends.engine_host, backends.svc, backends.engine
+bridge_network = backends.bridge_network
 
 
 @pytest.fixture
@@ -150,8 +89,8 @@ async def backend(engine_host: str, svc) -> AsyncIterator[DockerBackend]:
 
 
 @pytest.fixture
-def make(backend: DockerBackend) -> shared.Maker:
-    return shared.Maker(backend)  # type: ignore[arg-type]
+def make(backend: DockerBackend) -> Maker:
+    return Maker(backend)
 
 
 @pytest.fixture(params=["file", "api"])
@@ -163,44 +102,7 @@ async def log_backend(request, engine_host: str, svc) -> AsyncIterator[DockerBac
     await b.close()
 
 
-@pytest.fixture
-async def engine(engine_host: str) -> AsyncIterator[Engine]:
-    e = Engine(engine_host)
-    await e.start()
-    yield e
-    await e.close()
-
-
-# -- the process backend's scenarios, unchanged ------------------------------------------------
-
-test_python_context_is_exported_and_arrays_pass = (
-    shared.test_python_context_is_exported_and_arrays_pass
-)
-test_node_health_action = shared.test_node_health_action
-test_node_main_styles = shared.test_node_main_styles
-test_node_rejections_and_errors = shared.test_node_rejections_and_errors
-test_python_zip_action_with_helper_and_virtualenv = (
-    shared.test_python_zip_action_with_helper_and_virtualenv
-)
-test_node_zip_package = shared.test_node_zip_package
-test_init_failure_is_502_with_logs = shared.test_init_failure_is_502_with_logs
-test_second_init_is_403_and_missing_code_too = shared.test_second_init_is_403_and_missing_code_too
-test_application_error_passes_through = shared.test_application_error_passes_through
-test_exception_is_an_error_result_and_traceback_goes_to_stderr = (
-    shared.test_exception_is_an_error_result_and_traceback_goes_to_stderr
-)
-test_bad_results_are_502 = shared.test_bad_results_are_502
-test_huge_result_is_bounded = shared.test_huge_result_is_bounded
-test_timeout = shared.test_timeout
-test_logs_are_cut_per_activation = shared.test_logs_are_cut_per_activation
-test_node_logs = shared.test_node_logs
-test_log_limit_skips_the_rest = shared.test_log_limit_skips_the_rest
-test_cpu_pinning_is_seen_by_the_action = shared.test_cpu_pinning_is_seen_by_the_action
-test_pause_and_resume = shared.test_pause_and_resume
-test_invoker_packages_are_not_importable = shared.test_invoker_packages_are_not_importable
-
-
-# -- ported and Docker-specific ----------------------------------------------------------------
+# -- the engine's view of a container -----------------------------------------------------------
 
 LIMITS_PROBE = py("""
     import os, resource
@@ -297,9 +199,7 @@ CPU_PROBE = py("""
     """)
 
 
-async def test_one_cpu_per_call_cpuset_and_quota(
-    make: shared.Maker, backend: DockerBackend, svc
-) -> None:
+async def test_one_cpu_per_call_cpuset_and_quota(make: Maker, backend: DockerBackend, svc) -> None:
     c = await make(CPU_PROBE)
     cores = sorted(os.sched_getaffinity(0))
     for core in cores[:2]:
@@ -321,25 +221,6 @@ async def test_one_cpu_per_call_cpuset_and_quota(
         assert got["quota"] == [str(100000 * len(cores)), "100000"]
 
 
-async def test_crash_is_container_gone_not_oom(make: shared.Maker, engine: Engine) -> None:
-    c = await make("import os\ndef main(a):\n    os._exit(3)\n")
-    with pytest.raises(ContainerGone):
-        await run(c)
-    assert not await c.was_oom_killed()
-    assert (await engine.inspect(c.id))["State"]["ExitCode"] == 3
-
-
-async def test_memory_limit_kills_and_is_reported(make: shared.Maker, engine: Engine, svc) -> None:
-    c = await make(GREEDY, memory_mb=128)
-    with pytest.raises(ContainerGone):
-        await run(c)
-    assert await c.was_oom_killed()
-    if svc.engine == "docker":  # the engine itself says so (Podman 4.3 never does)
-        assert (await engine.inspect(c.id))["State"]["OOMKilled"] is True
-    await c.destroy()
-    assert await c.was_oom_killed()  # still known after destroy
-
-
 TMP_PROBE = py("""
     import os, tempfile
     def main(a):
@@ -352,36 +233,12 @@ TMP_PROBE = py("""
     """)
 
 
-async def test_own_tmp_and_working_directory_per_container(make: shared.Maker) -> None:
+async def test_own_tmp_and_working_directory_per_container(make: Maker) -> None:
     a, b = await make(TMP_PROBE), await make(TMP_PROBE)
     ra, rb = result(await run(a, {"me": "a"})), result(await run(b, {"me": "b"}))
     assert ra == {"tmp": "a", "cwd": "/action", "relative": "a", "tempdir": "/tmp"}
     assert rb == {"tmp": "b", "cwd": "/action", "relative": "b", "tempdir": "/tmp"}
     assert result(await run(a, {"me": "a"}))["tmp"] == "aa"
-
-
-ENV_PROBE = py("""
-    import os
-    def main(a):
-        return {'env': dict(os.environ), 'init': open('/proc/1/environ', 'rb').read().decode()}
-    """)
-
-
-async def test_action_sees_none_of_the_invokers_environment(
-    engine_host: str, svc, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SECRET_TEST_VAR", "kafka-password")
-    b = new_backend(engine_host, svc.container_label)
-    try:
-        c = await shared.Maker(b)(ENV_PROBE)  # type: ignore[arg-type]
-        r = result(await run(c))
-        assert "kafka-password" not in json.dumps(r)
-        from_image = {"PATH", "HOME", "HOSTNAME", "LANG", "TERM", "container"}
-        from_image.add("PYTHONDONTWRITEBYTECODE")
-        assert set(r["env"]) - from_image <= {k for k in r["env"] if k.startswith("__OW_")}
-        assert LISTEN_ENV not in r["env"]  # the entrypoint's, not the action's
-    finally:
-        await b.close()
 
 
 async def test_blackbox_images_and_pull_failures(backend: DockerBackend) -> None:
@@ -422,26 +279,14 @@ async def test_runtime_that_exits_at_boot_fails_init_fast(
     )
     c = await backend.create(spec)
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, "containers.docker"), pytest.raises(ContainerGone):
+    with (
+        caplog.at_level(logging.WARNING, "containers.docker.backend"),
+        pytest.raises(ContainerGone),
+    ):
         await c.init(init_body(ECHO_PY), 30)
     assert time.monotonic() - t0 < 5
     why = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"{c.name} declared gone during /init" in m and "exited (0)" in m for m in why)
-
-
-async def test_destroy_is_idempotent_removes_the_container_even_paused(
-    make: shared.Maker, engine: Engine
-) -> None:
-    c = await make(ECHO_PY)
-    await c.pause()
-    await c.destroy()
-    await c.destroy()
-    with pytest.raises(EngineError) as err:
-        await engine.inspect(c.id)
-    assert err.value.status == 404
-    with pytest.raises(ContainerGone):
-        await run(c)
-    assert await c.read_logs(1 << 20, False) == ([], True)
 
 
 CHATTY = py("""
@@ -459,7 +304,7 @@ CHATTY = py("""
 async def test_logs_since_the_last_read_across_activations_and_seconds(
     log_backend: DockerBackend,
 ) -> None:
-    c = await shared.Maker(log_backend)(CHATTY)  # type: ignore[arg-type]
+    c = await Maker(log_backend)(CHATTY)
     assert c.log_source == log_backend.log_source
     # Three activations before any read (one of them spans a second boundary), then three
     # reads: each gets its own activation's lines, in order, and nothing twice.
@@ -481,12 +326,12 @@ async def test_logs_since_the_last_read_across_activations_and_seconds(
 
 
 LOG_SCENARIOS = [
-    (shared.test_logs_are_cut_per_activation, {}),
-    (shared.test_log_limit_skips_the_rest, {}),
-    (shared.test_exception_is_an_error_result_and_traceback_goes_to_stderr, {}),
-    (shared.test_init_failure_is_502_with_logs, {"kind": "python:3.11"}),
-    (shared.test_init_failure_is_502_with_logs, {"kind": "nodejs:20"}),
-    (shared.test_node_logs, {}),
+    (contract.test_logs_are_cut_per_activation, {}),
+    (contract.test_log_limit_skips_the_rest, {}),
+    (contract.test_exception_is_an_error_result_and_traceback_goes_to_stderr, {}),
+    (contract.test_init_failure_is_502_with_logs, {"kind": "python:3.11"}),
+    (contract.test_init_failure_is_502_with_logs, {"kind": "nodejs:20"}),
+    (contract.test_node_logs, {}),
 ]
 
 
@@ -496,11 +341,11 @@ LOG_SCENARIOS = [
 async def test_log_scenarios_through_the_logs_endpoint(
     engine_host: str, svc, scenario: Any, kw: dict[str, str]
 ) -> None:
-    if "node" in scenario.__name__ + str(kw) and shared.NODE is None:
+    if "node" in scenario.__name__ + str(kw) and NODE is None:
         pytest.skip("node is not installed")
     b = new_backend(engine_host, svc.container_label, log_source="api")
     try:
-        await scenario(shared.Maker(b), **kw)  # type: ignore[arg-type]
+        await scenario(Maker(b), **kw)
     finally:
         await b.close()
 
@@ -524,8 +369,8 @@ CHILD_SCRIPT = """
 import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_local import BINDS, local_images
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
 
 async def main():
     b = DockerBackend({host!r}, {prefix!r}, images=local_images(), binds=BINDS,
@@ -546,7 +391,7 @@ asyncio.run(main())
 async def test_kill_9_of_the_invoker_then_remove_leftovers_removes_only_ours(
     engine_host: str, engine: Engine, svc
 ) -> None:
-    prefix, label = new_prefix(), svc.container_label
+    prefix, label = new_docker_prefix(), svc.container_label
     script = CHILD_SCRIPT.format(
         root=str(ROOT),
         host=engine_host,
@@ -771,18 +616,6 @@ def test_cursor_keeps_each_streams_latest_stamp_and_counts_the_entries_there() -
     assert c.marks == {"stdout": (3, 2), "stderr": (2, 2)}
 
 
-async def test_cpu_time_of_a_call_is_measured(make: shared.Maker) -> None:
-    """From the container's cgroup (or the stats endpoint): what a call burnt, and almost
-    nothing for a call that sleeps."""
-    c = await make(shared.SPIN_PY)
-    for params, low, high in (({"cpu": 0.3}, 0.28, 0.5), ({"cpu": 0.0, "sleep": 0.5}, 0.0, 0.06)):
-        before = (await c.cpu_times()).used
-        assert before is not None
-        assert (await run(c, params)).status == 200
-        used = (await c.cpu_times()).used - before
-        assert low <= used <= high, (params, used)
-
-
 # -- what Podman lacked, and the stock invoker's networking -------------------------------------
 
 SLOW_START_S = 3
@@ -805,25 +638,6 @@ async def slow_image(engine: Engine) -> AsyncIterator[str]:
     await engine.docker.images.build(fileobj=context, encoding="application/x-tar", tag=tag)
     yield tag
     await engine.docker.images.delete(tag, force=True)
-
-
-@pytest.fixture
-async def bridge_network(engine: Engine) -> AsyncIterator[str]:
-    """A bridge network of its own on the test dockerd (started with --bridge=none), on a
-    random private /24 (other dockerds on this machine have theirs); removed afterwards."""
-    name = f"ow-test-{uuid.uuid4().hex[:8]}"
-    for _ in range(5):
-        subnet = f"10.{random.randint(160, 250)}.{random.randint(0, 255)}.0/24"
-        config = {"Name": name, "Driver": "bridge", "IPAM": {"Config": [{"Subnet": subnet}]}}
-        try:
-            network = await engine.docker.networks.create(config)
-            break
-        except Exception as e:  # an overlapping subnet: try another
-            error = e
-    else:
-        pytest.fail(f"cannot create a bridge network: {error}")
-    yield name
-    await network.delete()
 
 
 async def first_bytes(port: int, timeout_s: float = 5) -> bytes:
@@ -916,7 +730,7 @@ async def test_a_burst_of_slow_cold_starts_through_the_invoker_with_the_openwhis
 
 @pytest.mark.docker_only
 async def test_pause_freezes_and_resume_thaws_through_the_freezer(
-    make: shared.Maker, engine: Engine
+    make: Maker, engine: Engine
 ) -> None:
     """Docker pauses with the cgroup freezer: a paused runtime accepts nothing it answers,
     the engine reports it paused, and after resume the same container answers again."""

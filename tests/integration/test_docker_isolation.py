@@ -23,18 +23,17 @@ from typing import Any
 import pytest
 
 from containers.backend import ContainerError, ContainerSpec
-from containers.docker import DockerBackend
-from containers.docker_engine import Engine
-from containers.docker_netns import (
+from containers.docker.backend import DockerBackend
+from containers.docker.engine import Engine
+from containers.docker.netns import (
     NetnsDialer,
     NetnsError,
     can_enter_namespaces,
     is_local_engine,
     open_netns,
 )
-from tests.integration import test_docker_backend as backend_tests
-from tests.integration.test_docker_backend import ENGINES, new_backend
-from tests.integration.test_process_backend import ECHO_PY, init_body, py, result, run
+from tests.integration import backends as backend_tests
+from tests.integration.backends import ECHO_PY, ENGINES, init_body, new_backend, py, result, run
 
 pytestmark = pytest.mark.services
 
@@ -165,7 +164,7 @@ async def test_a_bridge_that_lets_containers_reach_each_other_is_warned_about(
     """Inter-container traffic on (Docker's default for a bridge): the official images'
     runtimes listen on every interface there, so the operator is told once."""
     b = isolated(engine_host, svc.container_label, network=bridge_network)
-    with caplog.at_level(logging.WARNING, logger="containers.docker"):
+    with caplog.at_level(logging.WARNING, logger="containers.docker.backend"):
         await b.start()
         await b.start()
     await b.close()

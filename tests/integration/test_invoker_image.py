@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from containers.docker_local import BINDS, PYTHON_IMAGE
+from containers.docker.local import BINDS, PYTHON_IMAGE
 from ow_invoker.harness.controller import controller, make_config
 from ow_invoker.harness.processes import free_port
 from tests import stock_env

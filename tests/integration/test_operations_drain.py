@@ -17,8 +17,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from containers.docker import DockerBackend
-from containers.docker_local import BINDS, local_images
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
 from front.identities import basic_auth
 from invoker.admin_http import serve_admin
 from ow_invoker.harness.controller import running_invoker

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from containers.docker_engine import Engine
+from containers.docker.engine import Engine
 from ow_invoker.harness.controller import running_invoker
-from tests.integration.test_docker_backend import (  # noqa: F401 (fixtures, parametrization)
+from tests.integration.backends import (  # noqa: F401 (fixtures, parametrization)
     engine,
     engine_host,
     new_backend,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from containers import cgroups
-from containers.process import ProcessBackend
-from tests.integration.test_process_backend import (  # noqa: F401  (fixtures)
+from containers.process.backend import ProcessBackend
+from tests.integration.backends import (  # noqa: F401  (fixtures)
     ECHO_PY,
     Maker,
     backend,

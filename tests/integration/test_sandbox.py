@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 
 from containers.backend import ContainerGone
-from containers.claim import UID_BASE
-from containers.process import ProcessBackend, ProcessContainer
-from tests.integration.netns import server_in_namespace
-from tests.integration.test_process_backend import (
+from containers.process.backend import ProcessBackend, ProcessContainer
+from containers.process.claim import UID_BASE
+from tests.integration.backends import (
     NODE,
     ROOT,
     Maker,
@@ -33,6 +32,7 @@ from tests.integration.test_process_backend import (
     state_dir,  # noqa: F401  (a fixture)
     wait_until,
 )
+from tests.integration.netns import server_in_namespace
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")

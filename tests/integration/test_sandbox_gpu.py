@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (pip install .[gpu])")
 
-from containers.process import ProcessBackend
+from containers.process.backend import ProcessBackend
 from gpu.config import GpuConfig
 from gpu.kaas.client import KaasClient
 from gpu.pool import GpuPool
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     py,

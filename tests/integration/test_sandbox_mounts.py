@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from containers.process import ProcessBackend
-from tests.integration.test_process_backend import (
+from containers.process.backend import ProcessBackend
+from tests.integration.backends import (
     ROOT,
     Maker,
     new_prefix,

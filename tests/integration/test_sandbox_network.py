@@ -16,18 +16,20 @@ from typing import Any
 
 import pytest
 
-from containers.factory import make_backend
-from containers.process import ProcessBackend, ProcessContainer
+from containers.backend import BackendContext
+from containers.process.backend import ProcessBackend, ProcessContainer
+from containers.process.settings import ProcessSettings
+from containers.registry import make_backend
 from invoker import config as invoker_config
 from ow_invoker.cli import build_parser
-from tests.integration.netns import server_in_namespace
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     result,
     run,
     state_dir,  # noqa: F401  (a fixture)
 )
+from tests.integration.netns import server_in_namespace
 from tests.integration.test_sandbox import (  # noqa: F401  (fixtures)
     OUTBOUND_PY,
     backend,
@@ -128,18 +130,15 @@ def test_the_lists_are_settings_checked_and_passed_to_the_process_backend(tmp_pa
         build_parser().parse_args(["run", "--action-network-deny", "10.0.0.0/8,172.16.0.0/12"]),
         {"OW_INVOKER_ACTION_NETWORK_ALLOW": "10.1.2.0/24"},
     )
-    assert cfg.action_network_deny == ("10.0.0.0/8", "172.16.0.0/12")
-    assert cfg.action_network_allow == ("10.1.2.0/24",)
+    assert cfg.process.action_network_deny == ("10.0.0.0/8", "172.16.0.0/12")
+    assert cfg.process.action_network_allow == ("10.1.2.0/24",)
     with pytest.raises(ValueError, match=r"not a\.b\.c\.d/n"):
         load("--action-network-deny", "10.0.0.0/33")
     with pytest.raises(ValueError, match="DOCKER-USER"):
         load("--backend", "docker", "--action-network-allow", "10.1.2.0/24")
-    b = make_backend(
-        "process",
-        state_dir=tmp_path,
-        name_prefix="wsk0",
-        action_network_deny=("10.1.2.3/8",),
-        action_network_allow=("10.1.2.3",),
+    settings = ProcessSettings(
+        action_network_deny=("10.1.2.3/8",), action_network_allow=("10.1.2.3",)
     )
+    b = make_backend("process", settings, BackendContext(tmp_path, "wsk0"))
     assert isinstance(b, ProcessBackend)
     assert (b.network_deny, b.network_allow) == (("10.0.0.0/8",), ("10.1.2.3/32",))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from containers.process import PYTHON_RUNTIME, _subordinate
+from containers.process.backend import PYTHON_RUNTIME, _subordinate
 from tests.integration.test_sandbox import ATTACKS_PY, dummy_targets
 
 USER = "owsandbox-test"

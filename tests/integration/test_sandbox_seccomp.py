@@ -12,7 +12,7 @@ import platform
 
 import pytest
 
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     py,
     result,

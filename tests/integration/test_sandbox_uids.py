@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from containers import claim, process
 from containers.backend import ContainerError
-from containers.process import ProcessBackend, ProcessContainer
+from containers.process import backend as process
+from containers.process import claim
+from containers.process.backend import ProcessBackend, ProcessContainer
 from containers.runtimes import sandbox
-from tests.integration.test_process_backend import (
+from tests.integration.backends import (
     Maker,
     new_prefix,
     py,

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from containers.process import ProcessBackend
-from tests.integration.test_process_backend import Maker, new_prefix, result, run
+from containers.process.backend import ProcessBackend
+from tests.integration.backends import Maker, new_prefix, result, run
 from tests.integration.test_sandbox import ATTACKS_PY, VICTIM_PY, targets
 
 

@@ -159,6 +159,117 @@ def test_run_keeps_its_flags_env_names_and_toml_keys(tmp_path):
     assert cfg.prewarm == ("python:3.11:1:256",)
 
 
+# -- run: each container backend's settings are its own type's -------------------------------
+
+# Every backend setting as operators give it: flag, our variable, TOML key, a value, and
+# where it lands. These names predate the groups and must not change.
+BACKEND_SETTINGS = [
+    ("--sandbox", "OW_INVOKER_SANDBOX", "sandbox", "none", ("process", "sandbox", "none")),
+    ("--action-network", "OW_INVOKER_ACTION_NETWORK", "action_network", "none",
+     ("process", "action_network", "none")),
+    ("--sandbox-host-ports", "OW_INVOKER_SANDBOX_HOST_PORTS", "sandbox_host_ports", "9000,9001",
+     ("process", "sandbox_host_ports", (9000, 9001))),
+    ("--action-network-deny", "OW_INVOKER_ACTION_NETWORK_DENY", "action_network_deny",
+     "10.0.0.0/8", ("process", "action_network_deny", ("10.0.0.0/8",))),
+    ("--action-network-allow", "OW_INVOKER_ACTION_NETWORK_ALLOW", "action_network_allow",
+     "10.1.0.0/16", ("process", "action_network_allow", ("10.1.0.0/16",))),
+    ("--action-user", "OW_INVOKER_ACTION_USER", "action_user", "root",
+     ("process", "action_user", "root")),
+    ("--docker-host", "OW_INVOKER_DOCKER_HOST", "docker_host", "tcp://h:2375",
+     ("docker", "host", "tcp://h:2375")),
+    ("--docker-binds", "OW_INVOKER_DOCKER_BINDS", "docker_binds", "/usr:/usr:ro",
+     ("docker", "binds", ("/usr:/usr:ro",))),
+    ("--docker-reach", "OW_INVOKER_DOCKER_REACH", "docker_reach", "publish",
+     ("docker", "reach", "publish")),
+    ("--docker-network", "OW_INVOKER_DOCKER_NETWORK", "docker_network", "none",
+     ("docker", "network", "none")),
+    ("--docker-shm-size-mb", "OW_INVOKER_DOCKER_SHM_SIZE_MB", "docker_shm_size_mb", "128",
+     ("docker", "shm_size_mb", 128)),
+    ("--docker-dns-servers", "OW_INVOKER_DOCKER_DNS_SERVERS", "docker_dns_servers", "10.0.0.2",
+     ("docker", "dns_servers", ("10.0.0.2",))),
+    ("--docker-dns-search", "OW_INVOKER_DOCKER_DNS_SEARCH", "docker_dns_search", "svc.local",
+     ("docker", "dns_search", ("svc.local",))),
+    ("--docker-dns-options", "OW_INVOKER_DOCKER_DNS_OPTIONS", "docker_dns_options", "ndots:2",
+     ("docker", "dns_options", ("ndots:2",))),
+    ("--pids-limit", "OW_INVOKER_PIDS_LIMIT", "pids_limit", "64", (None, "pids_limit", 64)),
+]  # fmt: skip
+
+
+def _landed(cfg: invoker_config.InvokerConfig, group: str | None, name: str) -> object:
+    return getattr(getattr(cfg, group) if group else cfg, name)
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "key", "value", "where"), BACKEND_SETTINGS, ids=[s[2] for s in BACKEND_SETTINGS]
+)
+def test_backend_settings_keep_their_flags_env_names_and_toml_keys(
+    tmp_path, flag, env, key, value, where
+):
+    group, name, expected = where
+    # The process backend's network lists are refused unless it is sandboxed and chosen;
+    # the DNS settings unless Docker is.
+    backend = "docker" if group == "docker" or key == "pids_limit" else "process"
+    base = ["run", "--backend", backend]
+    from_flag = invoker_config.load(_args(*base, flag, value), {})
+    from_env = invoker_config.load(_args(*base), {env: value})
+    toml_value = f'"{value}"' if not value.isdigit() else value
+    path = _toml(tmp_path, f"[invoker]\n{key} = {toml_value}\n")
+    from_file = invoker_config.load(_args(*base, "--config", path), {})
+    for cfg in (from_flag, from_env, from_file):
+        assert _landed(cfg, group, name) == expected, cfg
+    if group is not None:  # and a table named after the group, with the field's own name
+        table = _toml(tmp_path, f"[invoker]\n[invoker.{group}]\n{name} = {toml_value}\n")
+        cfg = invoker_config.load(_args(*base, "--config", table), {})
+        assert _landed(cfg, group, name) == expected
+
+
+def test_docker_host_is_read_from_the_stock_variable_too():
+    cfg = invoker_config.load(_args("run"), {"DOCKER_HOST": "unix:///d.sock"})
+    assert cfg.docker.host == "unix:///d.sock"
+    ours = {"DOCKER_HOST": "unix:///d.sock", "OW_INVOKER_DOCKER_HOST": "tcp://h:2375"}
+    assert invoker_config.load(_args("run"), ours).docker.host == "tcp://h:2375"
+
+
+def test_backend_settings_are_grouped_under_their_backend_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        _args("run", "--help")
+    text = capsys.readouterr().out
+    options = text.index("options:")  # below the usage line, which lists every flag
+    process, docker = text.index("the process backend"), text.index("the Docker backend")
+    assert options < text.index("--backend {process,docker}", options) < process
+    assert process < text.index("--sandbox SANDBOX", options) < docker
+    assert docker < text.index("--docker-reach DOCKER_REACH", options)
+    assert "(docker)" not in text
+
+
+def test_backend_settings_are_checked_by_their_own_types():
+    with pytest.raises(ValueError, match="sandbox: namespaces or none"):
+        invoker_config.load(_args("run", "--sandbox", "chroot"), {})
+    with pytest.raises(ValueError, match="docker_reach: netns, publish"):
+        invoker_config.load(_args("run", "--docker-reach", "bridge"), {})
+    with pytest.raises(ValueError, match="docker_shm_size_mb must be positive"):
+        invoker_config.load(_args("run", "--docker-shm-size-mb", "0"), {})
+    with pytest.raises(ValueError, match="pids_limit must be positive"):
+        invoker_config.load(_args("run", "--pids-limit", "0"), {})
+    with pytest.raises(ValueError, match="action user 'no-such-user-x' does not exist"):
+        invoker_config.load(_args("run", "--action-user", "no-such-user-x"), {})
+
+
+def test_the_backend_flag_lists_the_registrys_backends(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _args("run", "--backend", "lxc")
+    assert exit_.value.code == 2 and "choose from 'process', 'docker'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown container backend 'lxc': choose docker, process"):
+        invoker_config.load(None, {"OW_INVOKER_BACKEND": "lxc"})
+
+
+def test_the_chosen_backends_settings():
+    cfg = invoker_config.load(_args("run", "--backend", "docker", "--docker-network", "none"), {})
+    assert cfg.backend_settings is cfg.docker and cfg.docker.network == "none"
+    default = invoker_config.load(None, {})
+    assert default.backend == "process" and default.backend_settings is default.process
+
+
 def test_a_whole_gpu_config_can_be_given_in_code():
     cfg = invoker_config.load(None, {}, gpu=GpuConfig(devices="virtual:1"), policy="fifo")
     assert cfg.gpu == GpuConfig(devices="virtual:1") and cfg.policy == "fifo"
@@ -297,6 +408,33 @@ def test_settings_flags_env_groups_and_converters():
     assert s.load(None, {}) == _Outer()
     with pytest.raises(TypeError, match="unknown settings: nope"):
         s.load(None, {}, nope=1)
+
+
+@dataclass(frozen=True)
+class _Flat:
+    inner: _Inner = setting(factory=_Inner, prefix="", help="grouped, names kept")  # noqa: RUF009
+    other: _Inner = setting(factory=_Inner, prefix="o_", help="another prefix")  # noqa: RUF009
+
+
+@dataclass(frozen=True)
+class _Twice:
+    name: str = setting("a", help="a name")
+    inner: _Inner = setting(factory=_Inner, prefix="", help="its name too")  # noqa: RUF009
+
+
+def test_a_groups_prefix_names_its_flags_env_and_keys(tmp_path):
+    s = Settings(_Flat, env_prefix="T_", section="t")
+    parser = argparse.ArgumentParser()
+    s.add_arguments(parser)
+    args = parser.parse_args(["--size-mb", "1g", "--o-name", "z"])
+    cfg = s.load(args, {"T_NAME": "y", "T_O_SIZE_MB": "2"})
+    assert cfg == _Flat(inner=_Inner(size_mb=1024, name="y"), other=_Inner(size_mb=2, name="z"))
+    path = tmp_path / "t.toml"
+    path.write_text('[t]\nsize_mb = 3\n[t.other]\nname = "w"\n')
+    cfg = s.load(argparse.Namespace(config=str(path)), {})
+    assert cfg == _Flat(inner=_Inner(size_mb=3), other=_Inner(name="w"))
+    with pytest.raises(TypeError, match="settings named twice: name"):
+        Settings(_Twice, env_prefix="T_", section="t").keys  # noqa: B018 (the check is lazy)
 
 
 def test_parse_memory_mb():

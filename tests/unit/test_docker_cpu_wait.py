@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from containers.docker import _cgroup_waited
+from containers.docker.backend import _cgroup_waited
 
 
 def test_v2_pressure_is_read_when_the_cgroup_has_it(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from containers.docker_netns import NetnsError, open_netns
+from containers.docker.netns import NetnsError, open_netns
 
 
 def test_an_init_that_exited_since_the_inspect_is_esrch():

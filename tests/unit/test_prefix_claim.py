@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from containers.claim import PrefixClaim, PrefixInUse
+from containers.process.claim import PrefixClaim, PrefixInUse
 
 HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from containers.claim import PrefixClaim
+from containers.process.claim import PrefixClaim
 c = PrefixClaim("wskheld0", Path({dir!r}))
 print("held", flush=True)
 time.sleep(60)

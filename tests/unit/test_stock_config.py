@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from containers.backend import ContainerSpec
-from containers.docker import DockerBackend
+from containers.docker.backend import DockerBackend
 from invoker import config as invoker_config
 from invoker import stock
 from invoker.admin_tls import admin_ssl_context
@@ -88,7 +88,7 @@ def test_the_ansible_environment_maps_onto_ours():
     assert cfg.admin_password == "invoker.pass"
     assert (cfg.idle_timeout_s, cfg.pause_grace_s) == (600.0, 10.0)
     assert cfg.container_env == ("__OW_ALLOW_CONCURRENT=false",)
-    assert (cfg.docker_network, cfg.docker_dns_servers, cfg.log_level) == ("bridge", (), "INFO")
+    assert (cfg.docker.network, cfg.docker.dns_servers, cfg.log_level) == ("bridge", (), "INFO")
     assert cfg.admin_tls_keystore is None
 
 
@@ -216,13 +216,13 @@ def test_container_args_network_dns_and_extra_env(monkeypatch):
         "HOST_ONLY": "from-invoker",
     }
     cfg = _load(env, "--backend", "docker")
-    assert cfg.docker_network == "openwhisk_net"
-    assert cfg.docker_dns_servers == ("10.0.0.2", "10.0.0.3")
+    assert cfg.docker.network == "openwhisk_net"
+    assert cfg.docker.dns_servers == ("10.0.0.2", "10.0.0.3")
     assert cfg.container_env == ("A=1", "HOST_ONLY=from-invoker")  # MISSING: as docker -e
     backend = DockerBackend(
-        network=cfg.docker_network,
+        network=cfg.docker.network,
         reach="address",
-        dns=(cfg.docker_dns_servers, cfg.docker_dns_search, cfg.docker_dns_options),
+        dns=cfg.docker.dns,
     )
     host = backend.container_config(
         "img", ContainerSpec(name="c1", kind="python:3.11", memory_mb=256)

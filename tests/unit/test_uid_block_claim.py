@@ -1,6 +1,7 @@
-"""Blocks of container uids, one per live process backend on a host (``containers/claim.py``):
-two backends never hand out the same uid, however their temporary directories differ
-(``TMPDIR``, systemd's ``PrivateTmp=yes``), because the locks are in a host-wide directory.
+"""Blocks of container uids, one per live process backend on a host
+(``containers/process/claim.py``): two backends never hand out the same uid, however their
+temporary directories differ (``TMPDIR``, systemd's ``PrivateTmp=yes``), because the locks
+are in a host-wide directory.
 
 Every lock here is under ``tmp_path`` (``OW_INVOKER_RUN_DIR``, or an explicit directory)."""
 
@@ -14,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from containers import claim
-from containers.claim import UID_BASE, UID_BLOCK, PrefixClaim, PrefixInUse, UidBlockClaim
+from containers.process import claim
+from containers.process.claim import UID_BASE, UID_BLOCK, PrefixClaim, PrefixInUse, UidBlockClaim
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from containers.claim import UidBlockClaim
+from containers.process.claim import UidBlockClaim
 c = UidBlockClaim()
 print(c.base, flush=True)
 time.sleep(60)

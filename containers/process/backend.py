@@ -58,14 +58,16 @@ import shutil
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from containers import cgroups, cpu
 from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
-from containers.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
+from containers.process.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
+from containers.process.settings import NETWORKS
 from containers.runtimes import sandbox
 from whisk.manifest import BLACKBOX
 from whisk.protocol import json
@@ -73,10 +75,10 @@ from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)
 
-RUNTIMES_DIR = Path(__file__).resolve().parent / "runtimes"
+RUNTIMES_DIR = Path(__file__).resolve().parents[1] / "runtimes"
 PYTHON_RUNTIME = RUNTIMES_DIR / "python_runtime.py"
 NODE_RUNTIME = RUNTIMES_DIR / "node_runtime.js"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER_VAR = "OW_PROCESS_BACKEND"
 META_FILE = "container.json"
@@ -85,7 +87,6 @@ HOST = "127.0.0.1"
 LEFTOVER_GRACE_S = 0.5  # how long start-up waits for a previous run's processes to exit
 BUSY_WARN_S = 60.0  # a leftover cgroup still busy this long is worth a warning
 CLOSE_REAP_S = 10.0  # how long close() waits for busy cgroups before leaving them behind
-NETWORKS = ("outbound", "none")  # sandboxed actions: NAT'ed outbound connections, or none
 SLIRP_DNS = "10.0.2.3"
 GPU_CLIENT = ("__init__.py", "client.py", "protocol.py")  # what a GPU action imports
 
@@ -278,7 +279,6 @@ class ProcessContainer:
 
     def __init__(
         self,
-        backend: ProcessBackend,
         name: str,
         kind: str,
         directory: Path,
@@ -286,6 +286,10 @@ class ProcessContainer:
         port: int,
         cgroup: cgroups.ContainerCgroup | None,
         socket_path: str | None = None,
+        *,
+        log_watcher: LogWatcher,
+        on_removed: Callable[[ProcessContainer], None],
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -295,9 +299,11 @@ class ProcessContainer:
         self.socket_path = socket_path
         self.cgroup = cgroup
         self.exit_status: int | None = None  # set when the zygote reports the exit
-        self._backend = backend
-        self._client = RuntimeClient(HOST, port, backend.max_response_bytes, unix_path=socket_path)
-        self._log = LogFile(directory / LOG_FILE, backend.log_watcher, trim=True)
+        # Set by destroy when the cgroup's processes were still exiting: the backend's to reap.
+        self.busy_cgroup: cgroups.ContainerCgroup | None = None
+        self._on_removed = on_removed  # the backend's hook, called once by destroy
+        self._client = RuntimeClient(HOST, port, max_response_bytes, unix_path=socket_path)
+        self._log = LogFile(directory / LOG_FILE, log_watcher, trim=True)
         self._cores: frozenset[int] | None = None
         self._paused = False
         self._destroyed = False
@@ -406,12 +412,12 @@ class ProcessContainer:
             if self.exit_status is None:  # once reaped, the pid may belong to someone else
                 _kill_group(self.pid)
             if self.cgroup is not None and not await _remove_cgroup(self.cgroup, warn=False):
-                self._backend._reap_later([self.cgroup])  # never left behind while it runs
+                self.busy_cgroup = self.cgroup  # never left behind while the backend runs
             await asyncio.to_thread(shutil.rmtree, self.dir, ignore_errors=True)
         except Exception as e:
             log.warning("destroying container %s: %s", self.name, e)
         finally:
-            self._backend._forget(self)
+            self._on_removed(self)
 
 
 async def _remove_cgroup(
@@ -603,7 +609,16 @@ class ProcessBackend:
         pid, port = int(reply["pid"]), int(reply["port"])
         self._write_meta(cdir, pid, process_start_time(pid), cg, spec.kind)
         container = ProcessContainer(
-            self, spec.name, spec.kind, cdir, pid, port, cg, reply.get("socket")
+            spec.name,
+            spec.kind,
+            cdir,
+            pid,
+            port,
+            cg,
+            reply.get("socket"),
+            log_watcher=self.log_watcher,
+            on_removed=self._removed,
+            max_response_bytes=self.max_response_bytes,
         )
         self._containers[spec.name] = container
         if pid in self._early_exits:
@@ -1017,8 +1032,12 @@ class ProcessBackend:
                 c.exit_status = -int(signal.SIGKILL)
         self._by_pid.clear()
 
-    def _forget(self, c: ProcessContainer) -> None:
+    def _removed(self, c: ProcessContainer) -> None:
+        """Each container's ``on_removed``: it is destroyed; a cgroup it left busy is reaped
+        in the background."""
         if self._containers.get(c.name) is c:
             del self._containers[c.name]
         if self._by_pid.get(c.pid) is c:
             del self._by_pid[c.pid]
+        if c.busy_cgroup is not None:
+            self._reap_later([c.busy_cgroup])

@@ -1,7 +1,7 @@
 """The Docker backend: action containers through the Docker Engine API (Docker or Podman).
 
 What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API calls
-(:mod:`containers.docker_engine`):
+(:mod:`containers.docker.engine`):
 
 - **create**: the image of the kind (the backend's overrides, else ``spec.image`` from the
   invoker's runtime manifest, else the stock manifest), ``--cpu-shares``, ``--memory`` with
@@ -13,7 +13,7 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
 - **how the runtime is reached** (``reach``): ``netns`` (default) keeps the runtime on the
   container's own loopback, in a network namespace of its own (``network``: ``none``, or a
   network for outbound traffic), and the invoker connects from inside that namespace
-  (:mod:`containers.docker_netns`): no other container and nothing on the host's network can
+  (:mod:`containers.docker.netns`): no other container and nothing on the host's network can
   open the port, and the action cannot reach the host's loopback services. ``publish``
   publishes port 8080 on ``127.0.0.1`` at a random host port read back by inspect;
   ``address`` is the stock invoker's way: the container's own address on ``network``, port
@@ -33,7 +33,7 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
 - **pause/resume** with the engine's pause (cgroup freezer); **destroy** = unpause if paused,
   then force remove.
 - **logs** cut at the sentinels from the engine's log file when it is local and readable
-  (as the reference does), else from the engine's logs endpoint (:mod:`containers.docker_logs`).
+  (as the reference does), else from the engine's logs endpoint (:mod:`containers.docker.logs`).
 - **OOM**: ``State.OOMKilled`` (Docker sets it), polled for up to 2 s after a dropped
   connection as the reference does. Podman 4.3 under cgroup v1 never sets it, so on Podman
   an exit by SIGKILL (137) of a memory-limited container that nobody removed counts as OOM:
@@ -79,15 +79,16 @@ from containers.cpu import (
     threads_of,
     threads_waited_seconds,
 )
-from containers.docker_engine import Engine, EngineError, image_tag
-from containers.docker_logs import EngineLog, JsonLogFile, k8s_to_json
-from containers.docker_netns import (
+from containers.docker.engine import Engine, EngineError, image_tag
+from containers.docker.logs import EngineLog, JsonLogFile, k8s_to_json
+from containers.docker.netns import (
     NetnsDialer,
     NetnsError,
     can_enter_namespaces,
     is_local_engine,
     open_netns,
 )
+from containers.docker.settings import REACH_MODES
 from containers.http import CONNECT_RETRY_S, DEFAULT_MAX_RESPONSE_BYTES, NoAnswer, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from whisk.manifest import BLACKBOX, Manifest
@@ -98,7 +99,6 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 RUNTIME_PORT = "8080/tcp"
 LISTEN_ENV = "__OW_RUNTIME_LISTEN"  # where the local runtime images' runtime listens
-REACH_MODES = ("netns", "publish", "address", "host")
 NETNS_ADDRESS = (HOST, 8080)  # the runtime, on the container's own loopback
 NO_NEW_PRIVILEGES = "no-new-privileges"
 ICC_OPTION = "com.docker.network.bridge.enable_icc"
@@ -155,7 +155,6 @@ class DockerContainer:
 
     def __init__(
         self,
-        backend: DockerBackend,
         name: str,
         cid: str,
         kind: str,
@@ -163,16 +162,20 @@ class DockerContainer:
         address: tuple[str, int],
         logs: LogSource,
         dialer: NetnsDialer | None = None,
+        *,
+        engine: Engine,
+        on_removed: Callable[[DockerContainer], None],
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.id = cid
         self.kind = kind
         self.image = image
         self.host, self.port = address
-        self._backend = backend
-        self._engine = backend.engine
+        self._engine = engine
+        self._on_removed = on_removed  # the backend's hook, called once by destroy
         self._dialer = dialer  # reach="netns": sockets made in the container's namespace
-        self._client = RuntimeClient(self.host, self.port, backend.max_response_bytes, dialer)
+        self._client = RuntimeClient(self.host, self.port, max_response_bytes, dialer)
         self._log = logs
         self._cores: frozenset[int] | None = None
         self._destroyed = False
@@ -361,7 +364,7 @@ class DockerContainer:
         except Exception as e:
             log.warning("destroying container %s: %s", self.name, e)
         finally:
-            self._backend._forget(self)
+            self._on_removed(self)
 
 
 class DockerBackend:
@@ -379,7 +382,7 @@ class DockerBackend:
     container's process count and private ``/dev/shm`` size (stock: 1024, 64 MB).
     ``log_source``: ``auto`` tails the engine's log file when this process can read it (a
     local engine) and uses the logs endpoint otherwise, ``file`` or ``api`` insist on one
-    (see :mod:`containers.docker_logs`). Also ``max_response_bytes`` (of a runtime's answer
+    (see :mod:`containers.docker.logs`). Also ``max_response_bytes`` (of a runtime's answer
     kept), ``pids_limit``, ``nofile`` (ulimit), ``log_driver`` (None: the engine's default)
     and ``max_concurrent_creates`` (the reference runs at most 10 ``docker run`` at once)."""
 
@@ -528,7 +531,18 @@ class DockerBackend:
         except BaseException:
             self._ports.discard(port or 0)
             raise
-        container = DockerContainer(self, name, cid, spec.kind, image, address, logs, dialer)
+        container = DockerContainer(
+            name,
+            cid,
+            spec.kind,
+            image,
+            address,
+            logs,
+            dialer,
+            engine=self.engine,
+            on_removed=self._removed,
+            max_response_bytes=self.max_response_bytes,
+        )
         self._containers[cid] = container
         return container
 
@@ -595,7 +609,7 @@ class DockerBackend:
         loopback port with ``reach="host"``."""
         memory = spec.memory_mb * 1024 * 1024
         ulimits = [{"Name": "nofile", "Soft": self.nofile, "Hard": self.nofile}]
-        if self.engine.is_podman:  # see containers.docker_engine
+        if self.engine.is_podman:  # see containers.docker.engine
             ulimits.append({"Name": "nproc", "Soft": 4096, "Hard": 4096})
         host: dict[str, Any] = {
             "Memory": memory,
@@ -795,7 +809,8 @@ class DockerBackend:
         self._discards.add(task)
         task.add_done_callback(self._discards.discard)
 
-    def _forget(self, c: DockerContainer) -> None:
+    def _removed(self, c: DockerContainer) -> None:
+        """Each container's ``on_removed``: it is destroyed, its name and port are free."""
         if self._containers.get(c.id) is c:
             del self._containers[c.id]
             if self.reach == "host":
