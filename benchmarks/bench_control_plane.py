@@ -29,9 +29,9 @@ from common import kafka_and_couchdb, percentile
 from containers.backend import ContainerSpec
 from containers.process.backend import ProcessBackend
 from front.identities import basic_auth
+from harness.controller import controller, make_config
+from harness.processes import InvokerProcess
 from invoker.config import available_cores
-from ow_invoker.harness.controller import controller, make_config
-from ow_invoker.harness.processes import InvokerProcess
 from whisk.protocol import dumps
 from whisk.protocol.controller import activation_message
 

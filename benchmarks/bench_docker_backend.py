@@ -155,7 +155,7 @@ async def timed(call: Awaitable[Any]) -> float:
 
 def start_engines(names: list[str]) -> tuple[dict[str, str], Callable[[], None]]:
     """dockerd and/or Podman under .state/bench (the project's service classes), images built."""
-    from ow_invoker.harness.services import DockerService, PodmanService
+    from harness.services import DockerService, PodmanService
 
     started: list[Any] = []
 

@@ -22,7 +22,7 @@ import aiohttp
 from common import kafka_and_couchdb, percentile
 
 from front.identities import basic_auth
-from ow_invoker.harness.processes import Platform, running_platform
+from harness.processes import Platform, running_platform
 from whisk.bus.kafka import KafkaBus
 
 NOOP = "def main(args):\n    return {}\n"

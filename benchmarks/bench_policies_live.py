@@ -37,6 +37,7 @@ from pathlib import Path
 
 from common import kafka_and_couchdb
 
+from harness.controller import running_invoker
 from invoker.azure import SliceSpec, draw_slice, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import (
@@ -46,7 +47,6 @@ from invoker.workloads import (
     io_cpu_workload,
     uniform_workload,
 )
-from ow_invoker.harness.controller import running_invoker
 from policies import POLICY_NAMES
 from whisk.summary import Outcome, summarize
 

@@ -18,7 +18,7 @@ import uuid
 
 from common import STATE, exclusive_machine  # also puts the project on sys.path
 
-from ow_invoker.harness.services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService
+from harness.services import COUCHDB_PASSWORD, COUCHDB_USER, CouchDBService
 from whisk.store.couch import CouchStore
 
 

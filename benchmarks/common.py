@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ow_invoker.harness.services import (  # noqa: E402
+from harness.services import (  # noqa: E402
     COUCHDB_PASSWORD,
     COUCHDB_USER,
     CouchDBService,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from common import ROOT, kafka_and_couchdb  # also puts the project on sys.path
 
-from ow_invoker.harness.soak import run_soak, write
+from harness.soak import run_soak, write
 
 
 def main() -> None:

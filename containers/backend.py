@@ -21,8 +21,9 @@ A backend's containers never touch its private state: each is given, at creation
 bookkeeping (and frees what it held: a port, a cgroup still exiting).
 
 The invoker picks a backend by name from :mod:`containers.registry`, which makes it from its
-own settings type and a :class:`BackendContext`. ``tests/integration/test_backend_contract.py``
-runs this contract against every backend (docs/architecture.md: adding one).
+own settings type and a :class:`BackendContext`.
+``tests/integration/containers/test_backend_contract.py`` runs this contract against every
+backend (docs/architecture.md: adding one).
 """
 
 from __future__ import annotations

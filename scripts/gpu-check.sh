@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.l
 df -h /dev/shm | tail -1
 step check 150 "$py" benchmarks/gpu_device_check.py --json "$out/check.json"
 step tests 150 env OWGPU_TEST_DEVICES=nvml "$py" -m pytest -q -p no:cacheprovider \
-  tests/gpu/test_pool_live.py
+  tests/integration/gpu/test_pool.py
 step models 200 "$py" benchmarks/bench_gpu_models.py --device cuda --repeats 3
 step pool 200 "$py" benchmarks/bench_gpu_pool.py --gpu --size-mb 512 --models 8 \
   --min-mb 64 --max-mb 512 --device-mb 1024 --requests 400 --rate 40

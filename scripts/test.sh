@@ -22,13 +22,9 @@ if [[ "${1:-}" == "--fast" ]]; then
     FAST=1
     shift
 fi
-# The pure and in-process tests: no service, no container engine, no child invoker; the
-# fuzzing modules (hypothesis's hundreds of examples, a minute of atheris) stay in the full run.
-FAST_TESTS=(
-    tests/unit tests/integration/test_scheduling.py tests/gpu/test_scheduler.py
-    tests/gpu/test_simulator.py tests/compat/test_corpus_format.py
-    -m "not services and not slow" "--ignore-glob=tests/unit/test_fuzz_*"
-)
+# The unit tier (tests/README.md): every test that needs nothing outside the test process:
+# no service, no container engine, no root, no child process of ours.
+FAST_TESTS=(tests/unit)
 
 step() { printf '\n=== %s\n' "$*" >&2; }
 

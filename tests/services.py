@@ -39,8 +39,8 @@ from typing import IO, Any, TypeVar
 
 import pytest
 
-from ow_invoker.harness import services as real
-from ow_invoker.harness.services import (  # noqa: F401 (what the tests import from here)
+from harness import services as real
+from harness.services import (  # noqa: F401 (what the tests import from here)
     BUSYBOX_IMAGE,
     CACHE,
     COUCHDB_PASSWORD,
@@ -60,7 +60,7 @@ TEST_STATE_ROOT = Path(os.environ.get("OW_TEST_STATE_DIR", REPO_ROOT / ".state")
 KAFKA_TEST_PORT = 19092
 KAFKA_PROXIED_TEST_PORT = KAFKA_TEST_PORT + 2  # the broker's listener behind the proxy
 KAFKA_PROXY_TEST_PORT = KAFKA_TEST_PORT + 3  # the proxy, which that listener advertises
-# A second broker for the leadership scenario (tests/reliability/test_chaos.py): its client
+# A second broker for the leadership scenario (tests/integration/invoker/test_chaos.py): its client
 # port, its controller's and the fault proxy through which its broker reaches the controller.
 KAFKA_FENCED_TEST_PORT = KAFKA_TEST_PORT + 4
 KAFKA_FENCED_CONTROLLER_TEST_PORT = KAFKA_TEST_PORT + 5
@@ -157,7 +157,7 @@ def acquire_slot() -> Slot:
 
 
 # ------------------------------------------------------------------------------------------
-# The project's services (ow_invoker/harness/services.py), their refusals as test outcomes:
+# The project's services (harness/services.py), their refusals as test outcomes:
 # a missing component fails the test with its install command, a machine that cannot run
 # the service skips it, and so does restarting a service given by the environment.
 F = TypeVar("F", bound=Callable[..., Any])

@@ -9,7 +9,7 @@ to restart it. Short-lived tasks go through :meth:`Supervisor.spawn` (or :func:`
 no supervisor is at hand), which logs any exception they end with.
 
 This is the only module that creates tasks (ruff ``TID251`` bans ``asyncio.create_task`` and
-``asyncio.ensure_future`` elsewhere; ``tests/unit/test_supervisor.py`` scans for
+``asyncio.ensure_future`` elsewhere; ``tests/unit/whisk/test_supervisor.py`` scans for
 ``loop.create_task``). Pure asyncio; failures are counted on the injected clock, back-off
 sleeps follow the loop's time, so a virtual-time loop drives it in tests.
 """

@@ -1,5 +1,5 @@
 """Test actions for invokers under test; the invoker and the controller stub that drive
-them are the project's own (``ow_invoker.harness.controller``)."""
+them are the project's own (``harness.controller``)."""
 
 from __future__ import annotations
 

@@ -58,35 +58,41 @@ MODULES = (
 # crashes, not answers), but not the one of Invoker._receive, the salvaging reader's only
 # unit-level caller.
 TESTS = (
-    "tests/unit/test_policies.py",
-    "tests/unit/test_preemption.py",
-    "tests/unit/test_scheduler_view.py",
-    "tests/unit/test_concurrency_scheduler.py",
-    "tests/unit/test_scheduler_values.py",
-    "tests/unit/test_offsets.py",
-    "tests/unit/test_supervisor.py",
-    "tests/unit/test_protocol_messages.py",
-    "tests/unit/test_message_values.py",
-    "tests/unit/test_protocol_actions.py",
-    "tests/unit/test_protocol_values.py",
-    "tests/unit/test_records.py",
-    "tests/unit/test_salvage.py",
-    "tests/unit/test_action_documents.py",
-    "tests/unit/test_placement.py",
-    "tests/unit/test_container_pool.py",
-    "tests/unit/test_runtime_logs.py",
-    "tests/unit/test_activation_runner.py",
-    "tests/unit/test_fuzz_receive.py",
-    "tests/gpu/test_scheduler.py",
-    "tests/gpu/test_simulator.py",
+    "tests/unit/policies/test_builtin.py",
+    "tests/unit/policies/test_stats.py",
+    "tests/unit/invoker/test_scheduler.py",
+    "tests/unit/containers/test_cpu.py",
+    "tests/unit/policies/test_preemption.py",
+    "tests/unit/invoker/test_nodeview.py",
+    "tests/unit/invoker/test_offsets.py",
+    "tests/unit/whisk/test_supervisor.py",
+    "tests/unit/whisk/protocol/test_messages.py",
+    "tests/unit/whisk/protocol/test_actions.py",
+    "tests/unit/whisk/protocol/test_runtime.py",
+    "tests/unit/whisk/protocol/test_records.py",
+    "tests/unit/whisk/protocol/test_json.py",
+    "tests/unit/whisk/protocol/test_limits.py",
+    "tests/unit/whisk/protocol/test_logs.py",
+    "tests/unit/whisk/protocol/test_controller.py",
+    "tests/unit/whisk/protocol/test_salvage.py",
+    "tests/unit/containers/test_placement.py",
+    "tests/unit/containers/test_pool.py",
+    "tests/unit/containers/test_logfile.py",
+    "tests/unit/invoker/test_activation.py",
+    "tests/unit/invoker/test_service_fuzz.py",
+    "tests/unit/gpu/test_scheduler.py",
+    "tests/unit/gpu/test_simulator.py",
 )
 # Whole simulations (seconds each, for every mutant of the scheduler they reach): the unit
 # tests beside them are the ones meant to catch a broken rule.
 SLOW = (
-    "tests/unit/test_preemption.py::test_simulate_with_preempt_runs_the_same_code_and_shows_the_gain",
-    "tests/unit/test_preemption.py::test_enough_pauses_per_call_to_gain_at_high_load",
+    "tests/unit/policies/test_preemption.py::test_simulate_with_preempt_runs_the_same_code_and_shows_the_gain",
+    "tests/unit/policies/test_preemption.py::test_enough_pauses_per_call_to_gain_at_high_load",
 )
-COPIED = ("policies", "invoker", "whisk", "containers", "gpu", "front", "ow_invoker", "tests")
+COPIED = (
+    "policies", "invoker", "whisk", "containers", "gpu", "front", "ow_invoker", "harness",
+    "tests",
+)  # fmt: skip
 SOURCES = ("policies", "invoker", "whisk", "containers", "gpu")
 
 
