@@ -75,7 +75,7 @@ fi
 # The whole suite in lanes (tests/lanes.py): pytest-xdist workers, each integration lane in
 # one of them with services of its own, the CPU-only tests wherever a worker is free.
 # OW_TEST_WORKERS=0 runs it in one process, as plain pytest does.
-WORKERS="${OW_TEST_WORKERS:-3}"
+WORKERS="${OW_TEST_WORKERS:-4}"
 if ((FAST)); then
     args=("${FAST_TESTS[@]}" "$@")
 elif ((WORKERS > 0)); then

@@ -16,14 +16,24 @@ import pytest
 
 INTEGRATION = "tests/integration/"
 
-# (lane, the integration folders it runs): about equal times, measured (docs/testing.md).
+# (lane, the integration folders and files it runs, the first match wins), of about equal
+# times (docs/testing.md has them): the network faults, processes killed and drains; the
+# rest of the invoker's end-to-end tests with the soak, the image and the operations guide;
+# everything else (the backends, the front and its clients, the GPU pool, the tools).
 LANES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("containers", ("containers/",)),
-    ("platform", ("",)),  # every other integration folder
+    (
+        "faults",
+        (
+            "invoker/test_chaos.py",
+            "invoker/test_faults.py",
+            "invoker/test_drain.py",
+            "invoker/test_takeover.py",
+            "invoker/test_overload.py",
+        ),
+    ),
+    ("invoker", ("invoker/", "deploy/", "docs/")),
+    ("platform", ("",)),  # every other integration folder, a new one too
 )
-
-# Group names on node ids (``::test@lane``, added by xdist), which reports carry.
-SUFFIX_SEPARATOR = "@"
 
 
 def lane_of(nodeid: str) -> str | None:
@@ -31,16 +41,10 @@ def lane_of(nodeid: str) -> str | None:
     if not nodeid.startswith(INTEGRATION):
         return None
     rest = nodeid.removeprefix(INTEGRATION)
-    for lane, folders in LANES:
-        if any(rest.startswith(folder) for folder in folders):
+    for lane, paths in LANES:
+        if any(rest.startswith(path) for path in paths):
             return lane
     return None
-
-
-def without_lane(nodeid: str) -> str:
-    """A report's node id as the test's own (xdist appends ``@<group>``)."""
-    test, _, lane = nodeid.rpartition(SUFFIX_SEPARATOR)
-    return test if lane in {name for name, _ in LANES} else nodeid
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups

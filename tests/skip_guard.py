@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
-from lanes import without_lane
 
 EXPECTED = Path(__file__).resolve().parent / "expected-skips.txt"
+# What pytest-xdist appends to a test's id in a lane (tests/lanes.py): ``::test_x@faults``.
+LANE_SUFFIX = re.compile(r"@[\w-]+$")
 
 
 def expected(path: Path = EXPECTED) -> list[tuple[str, str]]:
@@ -51,7 +52,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     reason = reason.removeprefix("Skipped: ")
-    nodeid = without_lane(report.nodeid)
+    nodeid = LANE_SUFFIX.sub("", report.nodeid)
     if not is_expected(nodeid, reason, expected()):
         _unexpected.append((nodeid, reason))
 

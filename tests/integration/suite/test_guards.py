@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -29,21 +28,33 @@ def pytest_configure(config):
 def run_inner(tmp_path: Path, test: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``test`` as a test module under the guards, with this checkout importable; the outer
     session's marker and strictness removed, so that the inner run guards itself as ``env``
-    says."""
+    says. The suite's other lanes run beside it (tests/lanes.py), so it guards only what is
+    its own: its processes and a temporary directory of its own (``inner_tmp``)."""
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(test))
+    inner_tmp(tmp_path).mkdir(exist_ok=True)
     outer = (hostguard.MARKER, "OW_TEST_HOST_GUARD", "OW_TEST_SKIPS")  # scripts/test.sh's
     environ = {k: v for k, v in os.environ.items() if k not in outer}
-    environ.update(PYTHONPATH=str(hostguard.ROOT), **env)
+    environ.update(
+        PYTHONPATH=str(hostguard.ROOT),
+        TMPDIR=str(inner_tmp(tmp_path)),
+        OW_TEST_HOST_GUARD_SCOPE="session",
+        **env,
+    )
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
+def inner_tmp(tmp_path: Path) -> Path:
+    """The inner run's temporary directory (its ``/tmp``)."""
+    return tmp_path / "tmp"
+
+
 def test_a_file_left_in_tmp_and_a_process_left_running_fail_a_strict_run(tmp_path: Path) -> None:
     name = f"ow-guard-probe-{os.getpid()}"
-    leftover = Path(tempfile.gettempdir()) / name
+    leftover = inner_tmp(tmp_path) / name
     pid_file = tmp_path / "pid"
     test = f"""
         import subprocess
@@ -56,7 +67,7 @@ def test_a_file_left_in_tmp_and_a_process_left_running_fail_a_strict_run(tmp_pat
         done = run_inner(tmp_path, test, OW_TEST_HOST_GUARD="strict")
         assert done.returncode == 1, done.stdout[-3000:]
         assert "the host differs from how the suite found it" in done.stdout
-        assert f"left in {tempfile.gettempdir()}: {name}" in done.stdout
+        assert f"left in {inner_tmp(tmp_path)}: {name}" in done.stdout
         pid = int(pid_file.read_text())
         assert f"a process left running: pid {pid}" in done.stdout, done.stdout[-3000:]
         assert "1 passed" in done.stdout
