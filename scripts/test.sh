@@ -2,8 +2,11 @@
 # THE one command: install everything the tests need, lint, and run the whole test suite.
 #
 #   scripts/test.sh [pytest args...]      e.g. scripts/test.sh -m "not services" -x
-#   scripts/test.sh --fast [pytest args]  the inner loop: pure and in-process tests (under
-#                                         2 minutes; docs/testing.md), after ruff; CI runs all
+#   scripts/test.sh --fast [pytest args]  the inner loop: the unit tier (tests/README.md;
+#                                         about a minute, docs/testing.md), after ruff
+#
+# The whole suite runs in lanes (tests/lanes.py, pytest-xdist); OW_TEST_WORKERS=0 runs it in
+# one process.
 #
 # Services (Kafka, the CouchDB-API server, Podman, dockerd) are started by the pytest session
 # fixtures (tests/conftest.py) on the tests' own ports, not here, so plain `pytest` gets them
@@ -23,8 +26,8 @@ if [[ "${1:-}" == "--fast" ]]; then
     shift
 fi
 # The unit tier (tests/README.md): every test that needs nothing outside the test process:
-# no service, no container engine, no root, no child process of ours.
-FAST_TESTS=(tests/unit)
+# no service, no container engine, no root, no child process of ours; on every core.
+FAST_TESTS=(tests/unit -n auto)
 
 step() { printf '\n=== %s\n' "$*" >&2; }
 

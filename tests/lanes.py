@@ -49,7 +49,8 @@ def lane_of(nodeid: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("dist", "no") != "loadgroup":
+    # In a worker, where the items are collected, xdist keeps ``--dist loadgroup`` here.
+    if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
         lane = lane_of(item.nodeid)
