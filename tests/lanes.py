@@ -12,7 +12,10 @@ A new test folder of the integration tier needs no entry: it falls in the last l
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 INTEGRATION = "tests/integration/"
 
@@ -47,12 +50,20 @@ def lane_of(nodeid: str) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # In a worker, where the items are collected, xdist keeps ``--dist loadgroup`` here.
-    if not getattr(config.option, "loadgroup", False):
-        return
-    for item in items:
-        lane = lane_of(item.nodeid)
-        if lane is not None:
-            item.add_marker(pytest.mark.xdist_group(lane))
+def scope_of(nodeid: str) -> str:
+    """What one worker runs as a whole: a lane, or the test alone."""
+    return lane_of(nodeid) or nodeid
+
+
+class LaneScheduling(LoadScopeScheduling):
+    """xdist's scheduling by scope, with a lane as the scope of its tests and every other
+    test a scope of its own. (xdist's own ``xdist_group`` marks are lost on pytest 9.2,
+    whose node ids no longer take xdist's suffix.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    """The lanes for ``--dist loadgroup``; xdist's own scheduling otherwise."""
+    return LaneScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 EXPECTED = Path(__file__).resolve().parent / "expected-skips.txt"
-# What pytest-xdist appends to a test's id in a lane (tests/lanes.py): ``::test_x@faults``.
-LANE_SUFFIX = re.compile(r"@[\w-]+$")
 
 
 def expected(path: Path = EXPECTED) -> list[tuple[str, str]]:
@@ -52,9 +50,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     reason = reason.removeprefix("Skipped: ")
-    nodeid = LANE_SUFFIX.sub("", report.nodeid)
-    if not is_expected(nodeid, reason, expected()):
-        _unexpected.append((nodeid, reason))
+    if not is_expected(report.nodeid, reason, expected()):
+        _unexpected.append((report.nodeid, reason))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,12 +1,11 @@
 """The lanes the whole suite runs in (tests/lanes.py): every integration test has one, the
-CPU-only tiers none, and a test's own id is read back from a report's (skips are matched
-on it)."""
+CPU-only tiers none, and the scheduler keeps a lane's tests together."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests import lanes, skip_guard
+from tests import lanes
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -23,8 +22,10 @@ def test_every_integration_file_runs_in_a_lane_and_the_other_tiers_in_none() -> 
     assert "tests/integration/front/test_kaas.py" in by_lane["platform"]
 
 
-def test_a_lane_suffix_is_not_part_of_a_tests_id() -> None:
-    strip = skip_guard.LANE_SUFFIX.sub
-    assert strip("", "tests/a.py::test_x[docker]@platform") == "tests/a.py::test_x[docker]"
-    assert strip("", "tests/a.py::test_x@faults") == "tests/a.py::test_x"
-    assert strip("", "tests/a.py::test_x[a@b]") == "tests/a.py::test_x[a@b]"
+def test_a_lane_is_one_scope_and_every_other_test_one_of_its_own() -> None:
+    chaos = "tests/integration/invoker/test_chaos.py::test_a[kafka-cut-10s]"
+    assert lanes.scope_of(chaos) == lanes.scope_of("tests/integration/invoker/test_faults.py::t")
+    assert lanes.scope_of(chaos) == "faults"
+    figure = "tests/figures/test_doc_figures.py::test_x"
+    assert lanes.scope_of(figure) == figure
+    assert lanes.LaneScheduling._split_scope is not lanes.LoadScopeScheduling._split_scope
