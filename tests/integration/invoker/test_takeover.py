@@ -98,10 +98,10 @@ async def test_successor_of_an_unresponsive_id_recovers_it_and_runs_what_was_lef
                 assert record["response"]["statusCode"] == 0, record["response"]
                 completions = [a for a in stub.acks[aid] if "instance" in a]
                 assert all(not a["isSystemError"] for a in completions)
-            _, record = await ctl.invoke(
+            _, answer = await ctl.invoke(
                 GUEST, action, rev, 256, 60_000, {"i": 99, "s": 0}, blocking=True, wait_s=30
             )
-            assert record is not None and record["response"]["result"] == {"i": 99}
+            assert answer is not None and answer.response.result == {"i": 99}
         assert second.terminate() == 0
     finally:
         first.stop()
