@@ -12,6 +12,7 @@ A new test folder of the integration tier needs no entry: it falls in the last l
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -67,3 +68,29 @@ class LaneScheduling(LoadScopeScheduling):
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
     """The lanes for ``--dist loadgroup``; xdist's own scheduling otherwise."""
     return LaneScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+# Each tier's and lane's tests' time (setup, call and teardown), summed: what docs/testing.md
+# quotes, from the end of every run.
+_seconds: Counter[str] = Counter()
+_tests: Counter[str] = Counter()
+
+
+def part_of(nodeid: str) -> str:
+    """``unit``, ``figures``, or ``integration/<lane>``."""
+    lane = lane_of(nodeid)
+    return f"integration/{lane}" if lane else nodeid.split("/")[1]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _seconds[part_of(report.nodeid)] += report.duration
+    if report.when == "call" or (report.when == "setup" and report.skipped):
+        _tests[part_of(report.nodeid)] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _tests:
+        terminalreporter.section("time by tier and lane (the tests' own, summed)")
+        for part in sorted(_tests):
+            minutes = _seconds[part] / 60
+            terminalreporter.write_line(f"  {part:<22} {minutes:6.1f} min  {_tests[part]:5d} tests")
