@@ -79,7 +79,10 @@ _tests: Counter[str] = Counter()
 def part_of(nodeid: str) -> str:
     """``unit``, ``figures``, or ``integration/<lane>``."""
     lane = lane_of(nodeid)
-    return f"integration/{lane}" if lane else nodeid.split("/")[1]
+    if lane:
+        return f"integration/{lane}"
+    top, tier, *rest = (*nodeid.split("/"), "")
+    return tier if top == "tests" and rest else "other"
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

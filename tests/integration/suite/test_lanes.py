@@ -29,3 +29,10 @@ def test_a_lane_is_one_scope_and_every_other_test_one_of_its_own() -> None:
     figure = "tests/figures/test_doc_figures.py::test_x"
     assert lanes.scope_of(figure) == figure
     assert lanes.LaneScheduling._split_scope is not lanes.LoadScopeScheduling._split_scope
+
+
+def test_each_test_counts_in_its_tier_or_lane() -> None:
+    assert lanes.part_of("tests/unit/invoker/test_offsets.py::t") == "unit"
+    assert lanes.part_of("tests/figures/test_doc_figures.py::t") == "figures"
+    assert lanes.part_of("tests/integration/invoker/test_soak.py::t") == "integration/invoker"
+    assert lanes.part_of("test_inner.py::t") == "other"
