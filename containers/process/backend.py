@@ -169,6 +169,10 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
+class ZygoteExited(ContainerError):
+    """The zygote's channel closed: it exited, and its containers with it."""
+
+
 class _Zygote:
     """The zygote process and its JSON-lines control channel."""
 
@@ -229,7 +233,7 @@ class _Zygote:
             log.error("zygote channel failed: %s", e)
         finally:
             self._reader = None
-            err = ContainerError("the process backend's zygote exited")
+            err = ZygoteExited("the process backend's zygote exited")
             for fut in (*self._pending.values(), self._ready):
                 if fut is not None and not fut.done():
                     fut.set_exception(err)
@@ -594,7 +598,14 @@ class ProcessBackend:
                     os.chown(d, *self.user)
             self._write_meta(cdir, None, None, None, spec.kind)
             req = self._spawn_request(spec, dirname, cdir)
-            reply = await zygote.spawn(req, self.spawn_timeout_s)
+            try:
+                reply = await zygote.spawn(req, self.spawn_timeout_s)
+            except ZygoteExited:
+                # It died (killed, crashed) before it answered, its children with it, and
+                # the death was seen only now: the request made nothing. A fresh zygote
+                # takes it; a create never fails on a zygote already dead.
+                zygote = await self._ensure_zygote()
+                reply = await zygote.spawn(req, self.spawn_timeout_s)
             if "error" in reply:
                 raise ContainerError(f"spawning {spec.name}: {reply['error']}")
             if reply.get("cgroup"):

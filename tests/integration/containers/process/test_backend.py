@@ -196,6 +196,20 @@ async def test_a_dead_zygote_is_restarted(make: Maker, backend: ProcessBackend) 
     assert result(await run(fresh, {"name": "again"})) == {"greeting": "Hello again"}
 
 
+async def test_a_create_the_moment_the_zygote_dies_is_made_by_a_fresh_one(
+    make: Maker, backend: ProcessBackend
+) -> None:
+    # No await between the kill and the create: the backend has not yet read the zygote's
+    # end of its channel, so it hands the request to the dead one, which never answers.
+    await make(ECHO_PY)
+    dead = backend._zygote
+    assert dead is not None
+    os.kill(dead.pid, signal.SIGKILL)
+    fresh = await make(ECHO_PY)
+    assert backend._zygote is not dead
+    assert result(await run(fresh, {"name": "after"})) == {"greeting": "Hello after"}
+
+
 # -- leftovers and reaping -------------------------------------------------------------------
 
 CHILD_SCRIPT = """
