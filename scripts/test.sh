@@ -5,9 +5,6 @@
 #   scripts/test.sh --fast [pytest args]  the inner loop: the unit tier (tests/README.md;
 #                                         about a minute, docs/testing.md), after ruff
 #
-# The whole suite runs in lanes (tests/lanes.py, pytest-xdist); OW_TEST_WORKERS=0 runs it in
-# one process.
-#
 # Services (Kafka, the CouchDB-API server, Podman, dockerd) are started by the pytest session
 # fixtures (tests/conftest.py) on the tests' own ports, not here, so plain `pytest` gets them
 # too. Each one they start is listed in a file of this run (OW_TEST_STARTED) and stopped on
