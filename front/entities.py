@@ -19,12 +19,11 @@ from gpu.kaas.action import validate as validate_ktask
 from gpu.kaas.spec import KTaskError
 from whisk.protocol.actions import resolve_kind, valid_image
 from whisk.protocol.controller import action_document
-from whisk.protocol.records import StatusCode
+from whisk.protocol.records import SEQUENCE, StatusCode
 
 __all__ = ["BadRequest", "Limits", "new_action_document", "valid_name"]
 
 MAX_CODE_BYTES = 48 * 1024 * 1024
-SEQUENCE = "sequence"
 # Fields of a stored document that are the database's, not the entity's.
 _INTERNAL = ("_id", "_rev", "_attachments", "entityType")
 

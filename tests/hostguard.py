@@ -155,8 +155,13 @@ class HostGuard:
         before, now = self.before, take()
         found = []
         if self.session_only:  # what carries no owner is left out (the module's doc)
-            now = replace(now, mounts=before.mounts, netns=before.netns, links=before.links)
-            now = replace(now, cgroups=before.cgroups)
+            now = replace(
+                now,
+                mounts=before.mounts,
+                netns=before.netns,
+                links=before.links,
+                cgroups=before.cgroups,
+            )
         for m in sorted((now.mounts - before.mounts).elements()):
             found.append(f"a mount left behind: {m[0]} ({m[1]} {m[2]})")
         for m in sorted((before.mounts - now.mounts).elements()):

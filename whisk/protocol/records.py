@@ -176,9 +176,14 @@ def _field(
     return value
 
 
+def _given(key: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    """The annotation ``key`` when it has a value, else none."""
+    return () if value is None else ((key, value),)
+
+
 def _caused_by(cause: str | None) -> tuple[tuple[str, Any], ...]:
     """The ``causedBy`` annotation of an activation started by a sequence."""
-    return () if cause is None else (("causedBy", SEQUENCE),)
+    return _given("causedBy", None if cause is None else SEQUENCE)
 
 
 def action_record(
@@ -203,10 +208,10 @@ def action_record(
         ("kind", action.kind),
         ("timeout", timed_out),
         *_caused_by(msg.cause),
-        *((("initTime", init_time_ms),) if init_time_ms is not None else ()),
+        *_given("initTime", init_time_ms),
         ("waitTime", wait_time_ms),
-        *((("binding", msg.action.binding),) if msg.action.binding is not None else ()),
-        *((("cpuTime", cpu_time_ms),) if cpu_time_ms is not None else ()),
+        *_given("binding", msg.action.binding),
+        *_given("cpuTime", cpu_time_ms),
     )
     return ActivationRecord(
         namespace=msg.user.namespace,
@@ -300,8 +305,8 @@ def sequence_record(
         ("kind", SEQUENCE),
         *_caused_by(cause),
         ("waitTime", wait_time_ms),
-        *((("binding", binding),) if binding is not None else ()),
-        *((("limits", {**limits, "memory": max_memory_mb}),) if max_memory_mb is not None else ()),
+        *_given("binding", binding),
+        *_given("limits", None if max_memory_mb is None else {**limits, "memory": max_memory_mb}),
     )
     return ActivationRecord(
         namespace=who.namespace,
