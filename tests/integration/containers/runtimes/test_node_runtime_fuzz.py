@@ -5,41 +5,23 @@ import base64
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz import targets
-from tests.unit.whisk.protocol.test_messages_fuzz import POISON, json_values
-
-
-def dumps(value: object) -> bytes:
-    """The stdlib encoder: it writes what ours refuses (integers beyond 64 bits)."""
-    return json.dumps(value).encode()
-
-
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-SENTINEL = "__POISON__"
-
-
-def nested_text(depth: int, shape: str) -> bytes:
-    """JSON text nested ``depth`` levels (written directly: no encoder recursion)."""
-    if shape == "list":
-        return b"[" * depth + b"1" + b"]" * depth
-    if shape == "object":
-        return b'{"a":' * depth + b"1" + b"}" * depth
-    return b'["t",1,' * depth + b'["t",1]' + b"]" * depth
-
-
-# -- The runtime's /init and /run bodies, every field --
-
-INIT_FIELDS = ["name", "main", "binary", "code", "env"]
-
-ENV_NAMES = st.sampled_from(["A", "", "A=B", "A\x00", "\ud800", "é", "__OW_X", "a" * 300])
-
-
-RUN_FIELDS = ["value", "namespace", "action_name", "activation_id", "deadline", "api_key"]
-
+from tests.unit.containers.runtimes.test_python_runtime_fuzz import (
+    ENV_NAMES,
+    INIT_FIELDS,
+    RUN_FIELDS,
+)
+from tests.unit.whisk.protocol.test_messages_fuzz import (
+    FUZZ,
+    POISON,
+    SENTINEL,
+    dumps,
+    json_values,
+    nested_text,
+)
 
 # -- The Node.js runtime's /init and /run parsers, through a long-lived node process --
 

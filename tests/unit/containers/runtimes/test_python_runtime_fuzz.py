@@ -18,27 +18,14 @@ from hypothesis import strategies as st
 
 from containers.runtimes.python_runtime import UnsafeArchive, safe_extract
 from tests.fuzz import targets
-from tests.unit.whisk.protocol.test_messages_fuzz import POISON, json_values
-
-
-def dumps(value: object) -> bytes:
-    """The stdlib encoder: it writes what ours refuses (integers beyond 64 bits)."""
-    return json.dumps(value).encode()
-
-
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-SENTINEL = "__POISON__"
-
-
-def nested_text(depth: int, shape: str) -> bytes:
-    """JSON text nested ``depth`` levels (written directly: no encoder recursion)."""
-    if shape == "list":
-        return b"[" * depth + b"1" + b"]" * depth
-    if shape == "object":
-        return b'{"a":' * depth + b"1" + b"}" * depth
-    return b'["t",1,' * depth + b'["t",1]' + b"]" * depth
-
+from tests.unit.whisk.protocol.test_messages_fuzz import (
+    FUZZ,
+    POISON,
+    SENTINEL,
+    dumps,
+    json_values,
+    nested_text,
+)
 
 # -- The runtime's /init and /run bodies, every field --
 
