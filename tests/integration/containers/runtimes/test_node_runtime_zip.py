@@ -4,32 +4,19 @@ archive may land outside the action dir."""
 from __future__ import annotations
 
 import base64
-import io
 import json
 import shutil
 import stat
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.unit.containers.runtimes.test_python_runtime_zip import make_zip
+
 NODE = shutil.which("node")
 
 NODE_RUNTIME = Path(__file__).resolve().parents[4] / "containers" / "runtimes" / "node_runtime.js"
-
-
-def make_zip(entries: list[tuple[str, bytes, int]]) -> bytes:
-    """(name, data, unix mode) entries; mode 0 leaves the default attributes."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data, mode in entries:
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if mode:
-                info.external_attr = mode << 16
-            zf.writestr(info, data)
-    return buf.getvalue()
 
 
 # -- the node runtime's own zip reader ------------------------------------------------------

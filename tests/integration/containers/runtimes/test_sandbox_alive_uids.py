@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from containers.runtimes.sandbox import alive_uids
-
-UNUSED = 4_000_000_123  # no process of a host runs as it
+from tests.unit.containers.runtimes.test_sandbox import UNUSED
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's uid needs root")
