@@ -1,5 +1,5 @@
 """When a running call may be paused for a waiting one: the pure rule the node scheduler
-(``invoker/scheduler.py``) applies, with time passed in.
+(``invoker/scheduler/``) applies, with time passed in.
 
 Two estimates of a running call's remaining time:
 

@@ -1,4 +1,4 @@
-"""What the node scheduler (invoker/scheduler.py) decides and counts, exactly, where the
+"""What the node scheduler (invoker/scheduler/) decides and counts, exactly, where the
 behavioural tests (the scheduler's below, test_preemption.py, test_nodeview.py) only see
 the outcome: each refusal's words, the per-core counts of heavy calls, the bounds of the
 misprediction guard and of the overdue heap, and the bookkeeping of pauses and moves (the
@@ -14,9 +14,24 @@ their own, best (priority, order) first, and the core is free once the last one 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+from collections.abc import Callable
+
 import pytest
 
-from invoker.scheduler import Call, Cores, NodeScheduler, Preemption
+from invoker.scheduler import (
+    Call,
+    Cores,
+    LateStart,
+    MoveThenStart,
+    NodeScheduler,
+    OverdueStart,
+    PauseThenStart,
+    Preemption,
+    Shared,
+    Start,
+)
 from policies import EECT, FC, FIFO, OPENWHISK, RECT, SEPT, FunctionStats
 
 
@@ -41,6 +56,30 @@ def overdue_node(cores) -> NodeScheduler[str]:
     ``mid`` 20 s (overdue 5 s after it arrives) and ``short`` 0.1 s."""
     known = (("huge", 30.0), ("mid", 20.0), ("short", 0.1))
     return trained(Preemption(share_cores=3, overdue=0.25), cores, known)
+
+
+def joins(sched: NodeScheduler[str]) -> Shared | None:
+    """The running container the next call to start would join (None: it would start one
+    of its own, or none can start)."""
+    plan = sched.plan(0.0)
+    return plan.joins if plan else None
+
+
+def commit_plan(
+    sched: NodeScheduler[str], now: float, pausable: Callable[[Call[str]], bool] = lambda c: True
+) -> Call[str]:
+    """Start what the scheduler plans at ``now``, a pause, move or overdue start included."""
+    plan = sched.plan(now, pausable)
+    assert plan is not None
+    return sched.commit(plan, now)
+
+
+def overdue(
+    sched: NodeScheduler[str], now: float, pausable: Callable[[Call[str]], bool] = lambda c: True
+) -> Call[str] | None:
+    """The call the plan at ``now`` starts overdue beside longer calls (None: no such plan)."""
+    plan = sched.plan(now, pausable)
+    return plan.call if isinstance(plan, OverdueStart) else None
 
 
 def overrunning(sched: NodeScheduler[str]) -> Call[str]:
@@ -148,13 +187,6 @@ def test_the_refusals_of_move_and_resume_are_in_words() -> None:
     with pytest.raises(RuntimeError) as err:
         sched.move(waiting, 0)
     assert str(err.value) == "move() of a call that does not hold a core"
-    running = sched.start(1.0)
-    sched.pause(running, 2.0)
-    sched.admit("long", "L2", 2.0)
-    sched.start(2.0)
-    with pytest.raises(RuntimeError) as err:
-        sched._put_on_core(running, 3.0)
-    assert str(err.value) == "no core has room for the paused call"
 
 
 def test_a_finished_call_holds_no_core_and_no_overrun() -> None:
@@ -203,8 +235,8 @@ def test_an_overdue_call_goes_to_the_core_with_the_fewest_longer_calls() -> None
     sched.admit("short", "S", 1.0)
     assert sched.start(1.0).core == 1  # a call shorter than ``mid``: no host
     mid = sched.admit("mid", "M", 1.0)
-    assert sched.choose_overdue(7.0) is mid
-    assert sched.start(7.0).core == 2
+    assert overdue(sched, 7.0) is mid
+    assert commit_plan(sched, 7.0).core == 2
 
 
 def paused_long(resume_first: bool, pause_at: float) -> NodeScheduler[str]:
@@ -214,8 +246,8 @@ def paused_long(resume_first: bool, pause_at: float) -> NodeScheduler[str]:
     long = sched.admit("long", "L", 1.0)
     sched.start(1.0)
     sched.admit("short", "S", pause_at)
-    sched.pause(long, pause_at)
-    sched.finish(sched.start(pause_at), 0.1, cpu_s=0.1)
+    sched.finish(commit_plan(sched, pause_at), 0.1, cpu_s=0.1)
+    assert long.paused_at == pause_at  # for the short call
     sched.admit("mid", "M", pause_at)
     return sched
 
@@ -253,7 +285,7 @@ def test_calls_sharing_a_core_are_no_victims() -> None:
     sched.admit("short", "S", 2.0)
     sched.start(2.0)
     sched.admit("short", "S2", 2.0)
-    assert not sched.can_start() and sched.preemption_victim(2.0) is None
+    assert sched.peek() is None and sched.preemption_victim(2.0) is None
 
 
 def test_a_call_sharing_its_core_is_passed_over_for_one_alone_met_after_it() -> None:
@@ -266,7 +298,7 @@ def test_a_call_sharing_its_core_is_passed_over_for_one_alone_met_after_it() -> 
     assert sched.start(2.0).core == 1
     sched.admit("short", "S2", 2.0)
     assert [call.payload for call in sched._on_core] == ["A", "B", "C", "S"]  # start order
-    assert not sched.can_start() and sched.preemption_victim(2.0) is c
+    assert sched.peek() is None and sched.preemption_victim(2.0) is c
 
 
 def test_finish_of_a_call_never_started_is_refused_in_words() -> None:
@@ -318,11 +350,6 @@ def test_the_other_refusals_are_in_words() -> None:
     with pytest.raises(RuntimeError) as err:
         sched.start(1.0)
     assert str(err.value) == "no call can start: queue empty or no core has room"
-    call = sched.admit("long", "L", 1.0)
-    sched.start(1.0)
-    with pytest.raises(RuntimeError) as err:
-        sched.unpause(call, 1.0)
-    assert str(err.value) == "unpause() of a call that is not the one just paused"
 
 
 def test_a_call_of_a_group_without_a_limit_runs_alone_and_calls_are_numbered_by_one() -> None:
@@ -359,7 +386,7 @@ def test_a_closed_container_and_one_its_last_call_left_are_closed() -> None:
     sched.start(1.0)
     shared = first.shared
     sched.close(shared)
-    assert shared.closed is True and sched.joining() is None
+    assert shared.closed is True and joins(sched) is None
     second = sched.admit("c", "B", 1.0, group="g2", limit=2)
     sched.finish(first, 1.0)
     sched.start(1.0)
@@ -376,8 +403,8 @@ def test_overdue_starts_are_counted_one_by_one() -> None:
     for name in ("M0", "M1"):
         sched.admit("mid", name, 1.0)
     for _ in range(2):
-        assert sched.choose_overdue(7.0) is not None
-        sched.start(7.0)
+        assert overdue(sched, 7.0) is not None
+        commit_plan(sched, 7.0)
     assert sched.overdue_starts == 2 and sched.queued == 0
 
 
@@ -537,7 +564,7 @@ def test_a_container_that_still_had_room_is_not_offered_twice() -> None:
     shared = calls[1].shared
     assert sched.start(1.0).shared is shared  # C
     assert sched.start(1.0).shared is shared  # D: full
-    assert sched.joining() is None  # E needs a container of its own
+    assert joins(sched) is None  # E needs a container of its own
 
 
 def test_two_overdue_starts_behind_a_blocked_head_leave_it_the_only_one_queued() -> None:
@@ -548,8 +575,10 @@ def test_two_overdue_starts_behind_a_blocked_head_leave_it_the_only_one_queued()
     sched.admit("mid", "M0", 1.0)
     sched.admit("mid", "M1", 1.0)
     sched.admit("short", "S", 7.0)  # the head, with no core (overdue at 7.025)
-    assert sched.choose_overdue(7.0).payload == "M0" and sched.start(7.0).core == 0
-    assert sched.choose_overdue(7.0).payload == "M1" and sched.start(7.0).core == 1
+    # plan() would move an H for S first: the overdue step's own plans, as if it could not
+    for name, core in (("M0", 0), ("M1", 1)):
+        plan = sched._overdue_plan(7.0, lambda c: True)
+        assert plan.call.payload == name and sched.commit(plan, 7.0).core == core
     assert sched.queued == 1 and sched.peek() is None
 
 
@@ -559,8 +588,8 @@ def test_an_overdue_call_takes_its_own_share_onto_the_core() -> None:
     sched.admit("huge", "H", 1.0)
     sched.start(1.0)
     call = sched.admit("mid", "M", 1.0)
-    assert sched.choose_overdue(7.0) is call and call.share == 0.5
-    sched.start(7.0)
+    assert overdue(sched, 7.0) is call and sched.plan(7.0).share == 0.5
+    assert commit_plan(sched, 7.0).share == 0.5
     assert sched.cores_table.load[0] == 1.5
 
 
@@ -629,31 +658,99 @@ def test_the_time_a_call_ran_adds_up_over_its_pauses() -> None:
     assert call.ran_s == 3.0 and call.ran(9.0) == 3.0
 
 
-def test_a_pause_taken_back_lets_an_earlier_paused_call_resume_first() -> None:
+def test_a_pause_planned_but_not_made_leaves_an_earlier_paused_call_to_resume_first() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
     a, b = two_long_running(sched)
     sched.admit("short", "S1", 2.0)
-    sched.pause(a, 2.0)
-    s1 = sched.start(2.0)
+    s1 = commit_plan(sched, 2.0)
+    assert a.paused_at == 2.0 and s1.core == 0
     sched.admit("short", "S2", 2.0)
-    sched.pause(b, 2.0)
-    sched.unpause(b, 2.0)  # S2 could not start after all
+    plan = sched.plan(2.0)
+    assert isinstance(plan, PauseThenStart) and plan.victim is b  # dropped: no memory
     sched.finish(s1, 0.1, cpu_s=0.1)
     assert sched.peek() is None and sched.resume(2.1) is a
 
 
-def test_a_paused_call_that_ends_is_no_longer_handed_over() -> None:
+def test_a_paused_call_that_ends_is_no_longer_paused() -> None:
     sched = trained(Preemption(max_paused=2), cores=(0, 1))
     a, b = two_long_running(sched)
     sched.admit("short", "S1", 2.0)
-    sched.pause(b, 2.0)
-    s1 = sched.start(2.0)  # on B's core
+    s1 = commit_plan(sched, 2.0, lambda c: c is b)  # on B's core
     sched.pause(a, 2.5)
     sched.finish(a, None)  # shut down while paused
     assert a.paused_at is None and sched.paused == 1
     sched.admit("short", "S2", 3.0)
     assert sched.peek() is None  # B resumes first, onto A's core
     assert sched.resume(3.0) is b and b.core == 0 and s1.core == 1
+
+
+# -- plans: the decision as a value, made only by commit() --
+
+
+def table_state(table: Cores) -> tuple[object, ...]:
+    functions = {core: dict(counts) for core, counts in table.functions.items()}
+    return table.load, table.overrun, table.calls, table.heavy, functions, table.full
+
+
+def test_a_pause_plan_changes_nothing_and_its_commit_frees_the_overrun_too() -> None:
+    known = (("long", 10.0, 5.0), ("short", 0.1, 0.05))  # half a core each
+    sched = trained(Preemption(), cores=(0,), known=known)
+    long = sched.admit("long", "L", 1.0)
+    sched.start(1.0)
+    sched.observe(long, recent=1.0, overall=0.5)  # a whole core: 0.5 overrun
+    short = sched.admit("short", "S", 2.0)
+    before = copy.deepcopy(table_state(sched.cores_table))
+    plan = sched.plan(2.0)
+    assert plan == PauseThenStart(short, 0, 0.5, victim=long)
+    assert table_state(sched.cores_table) == before and long.overrun == 0.5
+    assert sched.paused == 0 and sched.preempted == 0 and short.waiting
+    assert sched.commit(plan, 2.0) is short
+    assert sched.cores_table.load[0] == 0.5 and sched.cores_table.overrun[0] == 0.0
+    assert long.overrun == 0.0 and sched.paused == 1 and sched.preempted == 1
+
+
+def test_a_move_plan_changes_nothing_and_names_the_core_the_move_frees() -> None:
+    sched = trained(Preemption(share_cores=2), cores=(0, 1, 2))
+    calls = [sched.admit("long", name, 1.0) for name in "ABC"]
+    for _ in calls:
+        sched.start(1.0)
+    short = sched.admit("short", "S", 2.0)
+    before = copy.deepcopy(table_state(sched.cores_table))
+    plan = sched.plan(2.0)
+    assert plan == MoveThenStart(short, 0, 1.0, moved=calls[0], to=1)
+    assert sched.plan(2.0, pausable=lambda c: False) is None  # the caller's say
+    assert table_state(sched.cores_table) == before and sched.moved == 0
+    assert calls[0].core == 0 and not calls[0].shared_core and short.waiting
+    assert sched.commit(plan, 2.0) is short and short.core == 0
+    assert sched.cores_table.calls == {0: 1, 1: 2, 2: 1} and sched.moved == 1
+    assert sched.cores_table.functions[1] == {"long": 2} and calls[0].shared_core
+
+
+def test_a_join_plan_names_the_container_and_its_core_and_takes_no_share() -> None:
+    sched: NodeScheduler[str] = NodeScheduler(FC, cores=[0, 1])
+    first = sched.admit("f", "A", 1.0, group="g", limit=2)
+    second = sched.admit("f", "B", 1.0, group="g", limit=2)
+    sched.start(1.0)
+    assert first.shared is not None and first.shared.core == 0
+    assert sched.plan(1.0) == Start(second, 0, 0.0, first.shared)
+
+
+def test_a_call_paused_or_moved_off_a_shared_core_takes_its_overrun_with_it() -> None:
+    known = (("long", 10.0), ("half", 10.0, 5.0))
+    sched = trained(Preemption(share_cores=2), cores=(0, 1), known=known)
+    other = sched.admit("long", "O", 1.0)
+    sched.start(1.0)
+    half = sched.admit("half", "H", 1.0)
+    sched.start(1.0)
+    assert (other.core, half.core) == (0, 1)  # half a core more does not fit beside O
+    table = sched.cores_table
+    for leave in (lambda: sched.move(half, 1), lambda: sched.pause(half, 2.0)):
+        sched.move(half, 0)
+        sched.observe(half, recent=1.0, overall=0.5)  # a whole core: 0.5 overrun, on core 0
+        assert table.load[0] == 2.0 and table.overrun[0] == 0.5
+        leave()
+        assert table.load[0] == 1.0 and table.overrun[0] == 0.0 and half.overrun == 0.0
+    assert table.load[1] == 0.0 and half.paused_at == 2.0
 
 
 # -- preemption: moves --
@@ -664,9 +761,8 @@ def test_no_sharing_move_while_a_call_is_paused() -> None:
     calls = [sched.admit("long", name, 1.0) for name in "ABC"]
     for _ in calls:
         sched.start(1.0)
-    sched.admit("short", "S1", 2.0)
-    sched.pause(calls[2], 2.0)
-    sched.start(2.0)
+    s1 = sched.admit("short", "S1", 2.0)
+    sched.commit(PauseThenStart(s1, 2, 1.0, victim=calls[2]), 2.0)  # as if share_cores were 1
     sched.admit("short", "S2", 2.0)
     assert sched.sharing_move(2.0) is None
 
@@ -762,7 +858,7 @@ def test_a_core_past_its_capacity_by_its_float_slack_only_is_not_crowded() -> No
     assert sched.spread_move(2.0) is None
 
 
-def test_moves_are_counted_and_an_undone_one_uncounted() -> None:
+def test_moves_are_counted() -> None:
     sched = trained(Preemption(share_cores=3), cores=(0, 1, 2))
     calls = [sched.admit("long", name, 1.0) for name in "ABC"]
     for _ in calls:
@@ -770,8 +866,8 @@ def test_moves_are_counted_and_an_undone_one_uncounted() -> None:
     assert sched.move(calls[1], 0) == 1 and calls[1].core == 0
     assert sched.move(calls[2], 0) == 2 and calls[2].core == 0
     assert sched.moved == 2
-    assert sched.move(calls[2], 2, undo=True) == 0 and calls[2].core == 2
-    assert sched.moved == 1
+    assert sched.move(calls[2], 2) == 0 and calls[2].core == 2
+    assert sched.moved == 3
 
 
 # -- overdue calls --
@@ -782,7 +878,7 @@ def test_an_overdue_call_goes_beside_calls_that_need_exactly_as_long() -> None:
     sched.admit("huge", "H", 1.0)
     sched.start(1.0)
     mid = sched.admit("mid", "M", 1.0)
-    assert sched.choose_overdue(11.0) is mid  # H has 20 s left, M needs 20
+    assert overdue(sched, 11.0) is mid  # H has 20 s left, M needs 20
 
 
 def test_an_overdue_call_skips_running_calls_that_may_not_be_paused() -> None:
@@ -791,8 +887,8 @@ def test_an_overdue_call_skips_running_calls_that_may_not_be_paused() -> None:
         sched.admit("huge", name, 1.0)
         sched.start(1.0)
     sched.admit("mid", "M", 1.0)
-    assert sched.choose_overdue(7.0, pausable=lambda c: c.payload != "H0") is not None
-    assert sched.start(7.0).core == 1
+    assert overdue(sched, 7.0, pausable=lambda c: c.payload != "H0") is not None
+    assert commit_plan(sched, 7.0, pausable=lambda c: c.payload != "H0").core == 1
 
 
 def test_an_overdue_call_may_join_two_longer_calls_but_not_share_cores_of_them() -> None:
@@ -806,9 +902,9 @@ def test_an_overdue_call_may_join_two_longer_calls_but_not_share_cores_of_them()
         sched.admit("short", "S", 1.0)
         assert sched.start(1.0).core == core
     sched.admit("mid", "M", 1.0)
-    assert sched.choose_overdue(7.0) is None  # core 0 holds share_cores long calls
-    sched.move(huge[2], 2, undo=True)  # core 0: two, core 2: H2 and a short call
-    assert sched.choose_overdue(7.0).payload == "M" and sched.start(7.0).core == 0
+    assert overdue(sched, 7.0) is None  # core 0 holds share_cores long calls
+    sched.move(huge[2], 2)  # core 0: two, core 2: H2 and a short call
+    assert overdue(sched, 7.0).payload == "M" and commit_plan(sched, 7.0).core == 0
 
 
 # -- resuming --
@@ -913,7 +1009,7 @@ def test_drained_calls_wait_no_more_and_a_group_with_a_container_goes_on() -> No
     drained = sched.drain()
     assert drained == [plain] and plain.waiting is False
     sched.admit("c", "B", 2.0, group="g", limit=3)
-    assert sched.joining() is first.shared
+    assert joins(sched) is first.shared
     sched.start(2.0)
     assert sched.peek() is None and sched.queued == 0
 
@@ -937,7 +1033,7 @@ def test_a_light_call_started_overdue_is_not_the_head_any_more() -> None:
     sched.start(1.0)
     sched.admit("io", "L", 1.0)  # light, but no core takes another call
     sched.admit("huge", "X", 1.0)
-    assert sched.choose_overdue(6.0).payload == "L" and sched.start(6.0).core == h0.core
+    assert overdue(sched, 6.0).payload == "L" and commit_plan(sched, 6.0).core == h0.core
     sched.finish(h1, 5.0, cpu_s=5.0)
     assert sched.peek().payload == "X"
 
@@ -949,7 +1045,7 @@ def test_a_paused_call_is_weighed_against_the_head_not_a_light_call_started_over
         sched.start(1.0)
     sched.admit("io", "L", 1.0)
     sched.admit("huge", "X", 1.0)
-    assert sched.choose_overdue(6.0).payload == "L" and sched.start(6.0).core == 0
+    assert overdue(sched, 6.0).payload == "L" and commit_plan(sched, 6.0).core == 0
     sched.pause(calls[2], 6.0)  # 25 s left: shorter than X, longer than L
     assert sched.resume(6.0) is calls[2]
 
@@ -983,7 +1079,7 @@ def test_scheduler_orders_by_priority_then_arrival_and_limits_cores():
     b = sched.start(1.0)
     assert (a.payload, a.core) == ("S1", 1)
     assert (b.payload, b.core) == ("S2", 2)
-    assert not sched.can_start() and sched.queued == 1
+    assert sched.peek() is None and sched.queued == 1
     sched.finish(b, 1.5)
     c = sched.start(2.0)
     assert (c.payload, c.core) == ("L1", 2)
@@ -1076,7 +1172,7 @@ def test_waiting_calls_share_a_core_and_cpu_bound_calls_do_not():
     for i in range(10):
         sched.admit("sleep", f"sleep{i}", 10.0 + i)
     started = []
-    while sched.can_start():
+    while sched.peek() is not None:
         started.append(sched.start(20.0))
     # One CPU-bound call on the core, and light calls beside it up to 8 calls per core.
     assert [c.payload for c in started] == ["spin0"] + [f"sleep{i}" for i in range(7)]
@@ -1084,7 +1180,7 @@ def test_waiting_calls_share_a_core_and_cpu_bound_calls_do_not():
     assert sched.cores_table.load[1] == pytest.approx(1.07)
     sched.finish(started[0], 1.0, 1.0)
     nxt = sched.start(21.0)  # the next CPU-bound call fits beside the waiting ones
-    assert nxt.payload == "spin1" and not sched.can_start()
+    assert nxt.payload == "spin1" and sched.peek() is None
 
 
 def test_unknown_function_takes_a_whole_core():
@@ -1093,7 +1189,7 @@ def test_unknown_function_takes_a_whole_core():
         sched.admit("new", f"n{i}", float(i))
     n0, n1 = sched.start(3.0), sched.start(3.0)
     assert (n0.core, n1.core) == (0, 1) and n0.share == n1.share == 1.0
-    assert not sched.can_start()
+    assert sched.peek() is None
 
 
 def test_best_fit_keeps_idle_cores_whole_for_cpu_bound_calls():
@@ -1152,7 +1248,7 @@ def test_a_light_call_never_passes_a_blocked_head_onto_a_core_of_light_calls():
     assert sched.cores_table.heavy[0] == 0
     sched.admit("spin", "spin0", 4.0)  # the head: 0.3 + 1.0 does not fit in 1.1
     sched.admit("sleep", "late", 5.0)  # 0.3 + 0.1 would fit
-    assert sched.peek() is None and not sched.can_start()
+    assert sched.peek() is None and sched.peek() is None
     for c in sleeping:
         sched.finish(c, 1.0, 0.1)
     assert sched.start(6.0).payload == "spin0"  # the head first, then the light call beside
@@ -1167,7 +1263,7 @@ def test_a_core_whose_calls_overran_takes_no_more_until_it_empties():
     calls = [sched.start(5.0) for _ in range(3)]
     # The function changed behaviour: a call used 0.9 of a core, predicted 0.05.
     sched.finish(calls[0], 1.0, 0.9)
-    assert not sched.can_start()  # never more, although 0.1 + 0.x would fit by estimate
+    assert sched.peek() is None  # never more, although 0.1 + 0.x would fit by estimate
     sched.finish(calls[1], 1.0, 0.9)
     sched.finish(calls[2], 1.0, 0.9)
     nxt = sched.start(6.0)  # the core emptied; the estimate has moved towards the truth
@@ -1196,7 +1292,7 @@ def test_shared_cores_between_queues():
     cpu.admit("f", "cpu-call", 0.0)
     g = gpu.start(0.0)
     assert g.core == 0 and cores.calls[0] == 1
-    assert not cpu.can_start()  # the GPU call's CPU side holds the only core
+    assert cpu.peek() is None  # the GPU call's CPU side holds the only core
     gpu.finish(g, 1.0)
     assert cpu.start(1.0).core == 0
 
@@ -1238,7 +1334,7 @@ def test_a_running_call_sampled_over_its_share_closes_its_core_until_it_falls_ba
     m0 = sched.start(1.0)
     assert m0.core == 1  # by estimate (0.1 + 0.7) it fitted core 0; by measure it does not
     sched.admit("most", "m1", 1.0)
-    assert not sched.can_start()  # core 0 is closed to it, core 1 has 0.4 left
+    assert sched.peek() is None  # core 0 is closed to it, core 1 has 0.4 left
     sched.observe(io0, 0.05, 0.5)  # the burst is over
     assert table.load[0] == pytest.approx(0.1) and table.overrun[0] == 0.0
     assert sched.start(2.0).core == 0
@@ -1269,16 +1365,16 @@ def test_calls_join_a_running_container_up_to_its_limit_on_one_core():
     for i in range(4):
         sched.admit("guest/sleepy", f"c{i}", float(i), group=G, limit=3)
     first = sched.start(10.0)
-    assert sched.joining() is first.shared and first.core == 0
+    assert joins(sched) is first.shared and first.core == 0
     second, third = sched.start(10.0), sched.start(10.0)
     assert [c.payload for c in (first, second, third)] == ["c0", "c1", "c2"]
     assert {c.shared for c in (first, second, third)} == {first.shared}
     assert first.shared.calls == 3
     assert sched.cores_table.calls[0] == 1  # one container on the core, not three calls
-    assert not sched.can_start()  # the fourth waits: the container is full, the core held
+    assert sched.peek() is None  # the fourth waits: the container is full, the core held
     assert sched.queued == 1 and sched.running == 3
     sched.finish(second, 1.0)
-    assert sched.joining() is first.shared
+    assert joins(sched) is first.shared
     fourth = sched.start(11.0)
     assert fourth.payload == "c3" and fourth.shared is first.shared and fourth.core == 0
     for call in (first, third, fourth):
@@ -1293,7 +1389,7 @@ def test_concurrency_one_keeps_one_call_per_core():
         sched.admit("guest/sleepy", f"c{i}", float(i), group=G, limit=1)
     first = sched.start(10.0)
     assert first.shared is None and first.group is None
-    assert not sched.can_start() and sched.joining() is None
+    assert sched.peek() is None and joins(sched) is None
 
 
 def test_joining_calls_go_in_the_policys_order_among_the_actions_calls():
@@ -1303,7 +1399,7 @@ def test_joining_calls_go_in_the_policys_order_among_the_actions_calls():
         sched.admit("guest/sleepy", name, 0.0, order, group=G, limit=3)
     started = [sched.start(1.0).payload for _ in range(3)]
     assert started == ["first", "middle", "next"]
-    assert not sched.can_start()
+    assert sched.peek() is None
 
 
 def test_a_waiting_call_of_another_action_does_not_stop_joins_nor_get_the_core():
@@ -1314,12 +1410,12 @@ def test_a_waiting_call_of_another_action_does_not_stop_joins_nor_get_the_core()
     g0 = sched.start(0.0)
     sched.admit("other", "o", 1.0)
     sched.admit("guest/sleepy", "g1", 2.0, group=G, limit=2)
-    assert sched.peek().payload == "g1" and sched.joining() is g0.shared
+    assert sched.peek().payload == "g1" and joins(sched) is g0.shared
     g1 = sched.start(2.0)
     assert g1.shared is g0.shared
-    assert not sched.can_start()  # "other" waits for the core the container holds
+    assert sched.peek() is None  # "other" waits for the core the container holds
     sched.finish(g0, 1.0)
-    assert not sched.can_start()  # one call still in the container: the core stays held
+    assert sched.peek() is None  # one call still in the container: the core stays held
     sched.finish(g1, 1.0)
     o = sched.start(3.0)
     assert o.payload == "o" and o.core == 0
@@ -1331,7 +1427,7 @@ def test_a_closed_container_takes_no_more_and_the_next_call_starts_its_own():
         sched.admit("guest/sleepy", f"c{i}", float(i), group=G, limit=3)
     first = sched.start(1.0)
     sched.close(first.shared)  # e.g. a call in it failed: its container is going
-    assert sched.joining() is None
+    assert joins(sched) is None
     second = sched.start(1.0)
     assert second.shared is not first.shared and second.core == 1
     third = sched.start(1.0)  # joins the new one
@@ -1391,10 +1487,73 @@ def test_drain_and_waiting_skip_calls_that_started_by_joining():
     assert sched.queued == 1
     assert [c.payload for c in sched.waiting()] == ["c3"]
     assert [c.payload for c in sched.drain()] == ["c3"]
-    assert sched.queued == 0 and not sched.can_start()
+    assert sched.queued == 0 and sched.peek() is None
 
 
 def test_limit_below_one_is_refused():
     sched: NodeScheduler[str] = NodeScheduler(FIFO, cores=[0])
     with pytest.raises(ValueError):
         sched.admit("f", "x", 0.0, group=G, limit=0)
+
+
+def test_a_late_call_starts_ahead_of_the_queue_within_its_share_of_the_running_calls():
+    """``Policy.late`` (calls sharing the CPU): from its deadline on, a call starts ahead of
+    better-ranked ones while the calls started late are at most ``late_share`` of the
+    running ones; before its deadline, or beyond the share, the queue's order holds."""
+    deadline = {"long": 10.0, "short": 1000.0}
+    policy = dataclasses.replace(
+        OPENWHISK,
+        name="late",
+        priority=lambda i: 0.0 if i.function == "short" else 1.0,
+        late=lambda i: i.received + deadline[i.function],
+        late_share=0.25,
+    )
+    sched: NodeScheduler[str] = NodeScheduler(policy, cores=[0])
+    old = sched.admit("long", "old", 0.0)  # late from 10.0
+    for i in range(12):
+        sched.admit("short", f"s{i}", 1.0)
+
+    def start_short(now: float) -> None:
+        plan = sched.plan(now)
+        assert type(plan) is Start and plan.call.function == "short"
+        sched.commit(plan, now)
+
+    start_short(10.0)  # late, but 1 of 1 running would be late: over a quarter
+    start_short(10.0)  # 1 of 2
+    start_short(5.0)  # 1 of 3
+    start_short(9.9)  # 1 of 4 would be a quarter, but it is not late yet: the queue's head
+    assert sched.peek().function == "short"  # no time given: the queue's order
+    queued = sched.queued
+    plan = sched.plan(10.0)  # 1 of 4: a quarter
+    assert isinstance(plan, LateStart) and plan.call is old
+    assert sched.commit(plan, 10.0) is old and old.share == 1.0  # 1 of 5
+    assert (sched.running_late, sched.late_starts, sched.queued) == (1, 1, queued - 1)
+    start_short(11.0)
+    old2 = sched.admit("long", "old2", 0.5)
+    start_short(11.0)  # 2 of 7 would be late: over a quarter
+    plan = sched.plan(11.0)  # 2 of 8
+    assert isinstance(plan, LateStart) and plan.call is old2
+    sched.commit(plan, 11.0)
+    assert (sched.running_late, sched.late_starts, sched.queued) == (2, 2, queued - 3)
+    sched.finish(old, 1.0)
+    sched.finish(old2, 1.0)
+    assert sched.running_late == 0
+    # A late call at the head of the queue starts as any head does, not counted as late.
+    assert sorted(c.payload for c in sched.drain()) == sorted(f"s{i}" for i in range(6, 12))
+    alone = sched.admit("long", "alone", 20.0)
+    plan = sched.plan(40.0)
+    assert type(plan) is Start and plan.call is alone
+    sched.commit(plan, 40.0)
+    assert sched.running_late == 0 and sched.plan(50.0) is None
+
+
+def test_upcoming_lists_the_next_waiting_calls_in_policy_order():
+    """What the invoker creates containers ahead for (``--create-ahead``): the first n
+    queued calls by priority, light and heavy heaps together, started ones left out."""
+    sched = trained(preemption=None, cores=(0, 1))
+    for fn, name in (("long", "l1"), ("short", "s1"), ("mid", "m1"), ("short", "s2")):
+        sched.admit(fn, name, 1.0)
+    assert [c.payload for c in sched.upcoming(3)] == ["s1", "s2", "m1"]
+    sched.commit(sched.plan(1.0), 1.0)  # s1 starts
+    assert [c.payload for c in sched.upcoming(10)] == ["s2", "m1", "l1"]
+    assert sched.upcoming(0) == []

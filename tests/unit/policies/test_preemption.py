@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from invoker.scheduler import NodeScheduler, Preemption
+from invoker.scheduler import NodeScheduler, OverdueStart, PauseThenStart, Preemption, Start
 from policies import OPENWHISK, SEPT
 
 
@@ -30,21 +30,23 @@ def test_a_short_call_pauses_a_long_one_and_the_long_one_resumes_first():
     long = sched.admit("long", "L", 1.0)
     assert sched.start(1.0) is long and long.core == 0
     short = sched.admit("short", "S", 2.0)
-    assert not sched.can_start()
+    assert sched.peek() is None
     assert sched.preemption_victim(2.0) is long
-    sched.pause(long, 2.0)
+    plan = sched.plan(2.0)
+    assert plan == PauseThenStart(short, 0, 1.0, victim=long)
+    assert long.core == 0 and sched.paused == 0  # planning changes nothing
+    assert sched.commit(plan, 2.0) is short and short.core == 0
     assert long.core is None and long.pauses == 1 and sched.paused == 1
     assert long.remaining(5.0) == pytest.approx(9.0)  # paused: its run time stands still
-    assert sched.start(2.0) is short and short.core == 0
     sched.admit("short", "S2", 2.05)  # waits behind the paused call, not in front of it
     assert sched.resume(2.05) is None  # the core is taken
     sched.finish(short, 0.1, cpu_s=0.1)
-    assert not sched.can_start()  # the core is free, but the paused call comes first
+    assert sched.peek() is None  # the core is free, but the paused call comes first
     assert sched.resume(2.1) is long and long.core == 0 and sched.paused == 0
     assert long.remaining(3.1) == pytest.approx(8.0)
     assert sched.preemption_victim(3.1) is long  # S2 is short enough: a second pause
-    sched.pause(long, 3.1)
-    s2 = sched.start(3.1)
+    s2 = sched.commit(sched.plan(3.1), 3.1)
+    assert s2.core == 0 and long.pauses == 2
     sched.finish(s2, 0.1, cpu_s=0.1)
     assert sched.resume(3.2) is long
     assert sched.preemption_victim(3.3) is None  # nothing waits
@@ -110,8 +112,9 @@ def test_bounds_on_paused_calls_and_the_callers_say():
     assert sched.preemption_victim(2.0, pausable=lambda call: False) is None
     victim = sched.preemption_victim(2.0, pausable=lambda call: call is b)
     assert victim is b
-    sched.pause(b, 2.0)
-    sched.start(2.0)
+    plan = sched.plan(2.0, pausable=lambda call: call is b)
+    assert isinstance(plan, PauseThenStart) and plan.victim is b
+    sched.commit(plan, 2.0)
     sched.admit("short", "S2", 2.01)
     assert sched.preemption_victim(2.01) is None  # one paused already (max_paused=1)
     with pytest.raises(RuntimeError):
@@ -184,20 +187,23 @@ def test_the_time_saved_must_exceed_the_pause_cost():
     assert not rule.outweighs(1.0, 3.0, pause_cost_s=2.0)  # saves exactly the cost
 
 
-def test_a_pause_the_head_cannot_use_is_undone():
-    sched = trained(cores=(0, 1))
-    other = sched.admit("long", "O", 0.5)
+def test_a_pause_planned_for_a_head_that_cannot_start_changes_nothing():
+    sched = trained()
     long = sched.admit("long", "L", 1.0)
-    sched.start(0.5), sched.start(1.0)
-    assert long.core == 1
-    sched.finish(other, 10.0, cpu_s=0.01)  # measured light: core 0 would take it now
-    sched.admit("short", "S", 2.0)
-    sched.pause(long, 2.0)
-    sched.unpause(long, 2.0)  # e.g. no memory for the short call's container
-    assert long.core == 1 and long.pauses == 0 and sched.paused == 0 and sched.preempted == 0
+    sched.start(1.0)
+    short = sched.admit("short", "S", 2.0)
+    plan = sched.plan(2.0)
+    assert isinstance(plan, PauseThenStart) and plan.victim is long and plan.call is short
+    # e.g. no memory for the short call's container: the plan is dropped, nothing to undo
+    assert long.core == 0 and long.pauses == 0 and sched.paused == 0 and sched.preempted == 0
     assert long.remaining(3.0) == pytest.approx(8.0)  # it kept running all along
-    with pytest.raises(RuntimeError):
-        sched.unpause(long, 3.0)
+    assert sched.plan(2.0) == plan and short.waiting and sched.queued == 1
+    sched.finish(long, 9.0, cpu_s=9.0)
+    start = sched.plan(2.5)
+    assert type(start) is Start and start.call is short and sched.commit(start, 2.5) is short
+    with pytest.raises(RuntimeError) as err:  # a plan is for once, right after it is made
+        sched.commit(start, 2.6)
+    assert str(err.value) == "commit() of a call that is not waiting: a stale plan"
 
 
 def test_simulate_with_preempt_runs_the_same_code_and_shows_the_gain(capsys):
@@ -343,7 +349,7 @@ def test_a_long_call_moves_onto_another_long_calls_core_for_a_short_one():
     b = sched.admit("long", "B", 1.5)
     assert sched.start(1.0) is a and sched.start(1.5) is b and (a.core, b.core) == (0, 1)
     sched.admit("short", "S", 2.0)
-    assert not sched.can_start()
+    assert sched.peek() is None
     assert sched.sharing_move(2.0) == (b, 0)  # B, started last, has the longer left
     assert sched.move(b, 0) == 1 and sched.moved == 1
     assert sched.cores_table.calls[0] == 2 and sched.cores_table.load[0] == pytest.approx(2.0)
@@ -433,9 +439,10 @@ def test_an_overdue_call_starts_on_a_core_it_shares_with_longer_calls():
     mid = sched.admit("mid", "M", 2.0)  # 20 s is not much shorter than 29 s: no move, no pause
     assert sched.sharing_move(2.0) is None and sched.preemption_victim(2.0) is None
     assert sched.next_overdue() == pytest.approx(7.0)  # 2 + 0.25 * 20
-    assert sched.choose_overdue(6.9) is None and sched.peek() is None
-    assert sched.choose_overdue(7.0) is mid and sched.peek() is mid
-    started = sched.start(7.0)
+    assert sched.plan(6.9) is None and sched.peek() is None
+    plan = sched.plan(7.0)
+    assert plan == OverdueStart(mid, 0, 1.0) and sched.peek() is None
+    started = sched.commit(plan, 7.0)
     assert started is mid and mid.core == 0 and mid.shared_core
     assert sched.cores_table.calls[0] == 2 and sched.queued == 0 and sched.overdue_starts == 1
     assert sched.next_overdue() is None
@@ -445,30 +452,29 @@ def test_an_overdue_call_never_slows_a_call_expected_to_end_sooner():
     sched = overdue_node()
     sched.admit("mid", "M", 2.0)
     # At 12 s the 30 s calls have 19 s left, less than M's 20 s: no core to share.
-    assert sched.choose_overdue(12.0) is None
-    assert sched.choose_overdue(7.0, pausable=lambda call: False) is None  # the caller's say
+    assert sched.plan(12.0) is None
+    assert sched.plan(7.0, pausable=lambda call: False) is None  # the caller's say
     sched.admit("mid", "M2", 2.5)
-    assert sched.choose_overdue(7.0) is not None
-    sched.start(7.0)
+    assert sched.commit(sched.plan(7.0), 7.0).core == 0
     # Core 0 holds two (share_cores=2): only core 1 is left, then none.
-    assert sched.choose_overdue(7.7) is not None and sched.start(7.7).core == 1
+    assert sched.commit(sched.plan(7.7), 7.7).core == 1
     sched.admit("mid", "M3", 3.0)
-    assert sched.choose_overdue(8.5) is None
+    assert sched.plan(8.5) is None
 
 
-def test_an_overdue_choice_the_node_cannot_start_is_taken_back():
+def test_an_overdue_start_the_node_cannot_make_changes_nothing():
     sched = overdue_node()
     mid = sched.admit("mid", "M", 2.0)
-    assert sched.choose_overdue(7.0) is mid
-    sched.unchoose()
-    assert sched.peek() is None and sched.queued == 1 and mid.waiting
-    assert sched.choose_overdue(7.0) is mid
+    plan = sched.plan(7.0)
+    assert isinstance(plan, OverdueStart) and plan.call is mid
+    assert sched.peek() is None and sched.queued == 1 and mid.waiting and mid.share == 1.0
+    assert sched.plan(7.0) == plan and sched.overdue_starts == 0
 
 
 def test_overdue_is_off_by_default_and_its_heap_stays_bounded():
     plain = trained(Preemption(share_cores=2), cores=(0, 1))
     plain.admit("long", "L", 1.0)
-    assert plain.next_overdue() is None and plain.choose_overdue(1e9) is None
+    assert plain.next_overdue() is None and type(plain.plan(1e9)) is Start
     with pytest.raises(ValueError):
         Preemption(share_cores=2, overdue=-1.0)
     sched = trained(Preemption(share_cores=2, overdue=1.0), cores=(0, 1))
