@@ -2,6 +2,8 @@
 
     python benchmarks/bench_heavy_tail.py                      # 5 seeds x 2 loads x 2 memories
     python benchmarks/bench_heavy_tail.py --seeds 1 --memory-mb 32768 --plot docs/figures/x.png
+    python benchmarks/bench_heavy_tail.py --memory-mb 32768 --policy gittins --policy sept+preempt
+    python benchmarks/bench_heavy_tail.py --first-seed 6 --policy gittins-aged   # held out
 
 The sample (``benchmarks/data/azure2019-invitro-66``, see its README) is 66 functions of
 the public dataset. Each slice is drawn from it with ``invoker.azure.draw_slice`` (16
@@ -12,7 +14,10 @@ OpenWhisk's default 256 MB (the sample's apps mostly allocate 2 GB, which would 
 response R, p99 R and mean stretch S, and the ratios of its mean R and p99 to the better of
 ``openwhisk`` and ``fc`` in the same run and of its S to ``openwhisk``'s (issue 27's goal:
 mean <= 0.8x, p99 <= 1.0x, S <= 1.0x); then, per policy, the geometric mean and the worst of
-each ratio over the runs at each memory. The simulator is deterministic.
+each ratio over the runs at each memory. The simulator is deterministic. ``--policy``
+(repeatable, ``+preempt`` for ``--preempt``) runs those instead of the default list, with
+``openwhisk`` and ``fc`` always (the ratios are to them): any registered policy, not only
+the list's.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any, NamedTuple
 from invoker.azure import AzureFunction, SliceSpec, draw_slice, offered_load, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import TraceCall
+from policies import get_policy
 
 SAMPLE = Path(__file__).parent / "data" / "azure2019-invitro-66"
 LOADS = (0.9, 1.1)
@@ -37,6 +43,7 @@ RUNS = (
     ("sept", True),
     ("sept-share", False),
     ("fc-share", False),
+    ("gittins", False),
 )
 RATIOS = ("R/best", "p99/best", "S/ow")
 
@@ -61,9 +68,28 @@ def _label(policy: str, preempt: bool) -> str:
     return policy + ("+preempt" if preempt else "")
 
 
-def _slice(functions: list[AzureFunction], seed: int) -> list[TraceCall]:
+def heavy_tail_slice(functions: list[AzureFunction], seed: int) -> list[TraceCall]:
+    """The slice of this seed: 16 functions, 20 minutes, durations capped at 60 s, 256 MB
+    each (bench_heavy_tail_bounds.py draws the same, and shares its runs through the
+    simulation cache)."""
     spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=seed)
     return [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+
+
+def _runs(labels: list[str] | None) -> list[tuple[str, bool]]:
+    """The (policy, preempt) pairs to run: the default list, or ``openwhisk``, ``fc`` and
+    the labels given (each a policy name, with ``+preempt`` for ``--preempt``)."""
+    if not labels:
+        return list(RUNS)
+    chosen = [("openwhisk", False), ("fc", False)]
+    for label in labels:
+        policy, _, flag = label.partition("+")
+        if flag not in ("", "preempt"):
+            raise SystemExit(f"bad policy label {label!r}: NAME or NAME+preempt")
+        get_policy(policy)  # fails early on a name the simulator would refuse
+        if (policy, bool(flag)) not in chosen:
+            chosen.append((policy, bool(flag)))
+    return chosen
 
 
 def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
@@ -84,15 +110,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memory-mb", type=int, action="append", help="default 32768 2048")
     parser.add_argument("--seeds", type=int, default=5, help="slices, seeded 1..N (default 5)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=1,
+        help="seed the slices from this one instead (6 with --seeds 5: slices the policies "
+        "were not tuned on)",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        help="run this policy (NAME or NAME+preempt; repeatable) with openwhisk and fc "
+        "instead of the default list",
+    )
     parser.add_argument("--plot", help="write the ratios per run as a chart (PNG; matplotlib)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
     functions = read_azure2019(SAMPLE)
     memories = args.memory_mb or [32768, 2048]
-    every: dict[str, list[tuple[float, float, float]]] = {_label(*run): [] for run in RUNS}
+    chosen = _runs(args.policy)
+    every: dict[str, list[tuple[float, float, float]]] = {_label(*run): [] for run in chosen}
     runs: list[Run] = []
-    for seed in range(1, args.seeds + 1):
-        trace = _slice(functions, seed)
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        trace = heavy_tail_slice(functions, seed)
         span = max(c.arrival_s for c in trace)
         work = sum(c.duration_s for c in trace) / span
         for load in LOADS:
@@ -110,7 +150,7 @@ def main() -> None:
                         policy,
                         SimulationSettings(cores=cores, user_memory_mb=memory, preempt=preempt),
                     )
-                    for policy, preempt in RUNS
+                    for policy, preempt in chosen
                 }
                 for label, ratio in _ratios(results).items():
                     r = results[label]

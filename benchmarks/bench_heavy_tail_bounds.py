@@ -1,16 +1,27 @@
 """How far below the baselines any policy can go on the heavy-tail slices: ideal reference
-models beside the service's `openwhisk` and `fc` in the simulator.
+models beside the service's `openwhisk`, `fc` and `gittins` in the simulator.
 
     python benchmarks/bench_heavy_tail_bounds.py              # seeds 1-5, loads 0.9 and 1.1
     python benchmarks/bench_heavy_tail_bounds.py --seeds 1
+    python benchmarks/bench_heavy_tail_bounds.py --policy gittins --policy gittins-aged
+    python benchmarks/bench_heavy_tail_bounds.py --first-seed 6 --policy gittins-aged  # held out
+    python benchmarks/bench_heavy_tail_bounds.py --memory-mb 2048 --policy gittins-aged
 
 The slices are ``bench_heavy_tail.py``'s (16 functions of the Azure 2019 sample, 20 minutes,
 durations capped at 60 s, 256 MB each, cores for an offered load of about 0.9 and 1.1), and
-``openwhisk`` and ``fc`` run on them in the simulator as there, at 32 GB. Beside them, an
-idealised node: ``k`` cores, free and instant preemption, no memory limit, no cold start:
+``openwhisk``, ``fc`` and ``gittins`` (or the ``--policy`` ones) run on them in the simulator
+as there, at 32 GB.
+Beside them, an idealised node: ``k`` cores, free and instant preemption, no memory limit,
+no cold start:
 
 - ``PS``: processor sharing of every call (what ``openwhisk`` does, without its memory
   admission; a check of the model: it should be close to ``openwhisk``);
+- ``LAS``: the k calls with the least attained service run (re-ranked as Gittins
+  below): what a node can do knowing nothing of the functions;
+- ``Gittins-past``: as ``Gittins`` below, but each call's index is computed from the
+  durations of its function's calls that finished before now (all of them; those of
+  every function while it has fewer than 2, :class:`policies.attained.DurationHistory`):
+  what a real node could reach, the reference of the ``gittins`` policy;
 - ``Gittins``: the k calls with the highest Gittins index run, re-ranked every 0.5 s and at
   every arrival and completion. The index of a call is computed from its function's
   durations *in the slice itself* and the service the call has had: more than any real
@@ -20,33 +31,52 @@ idealised node: ``k`` cores, free and instant preemption, no memory limit, no co
 - ``SRPT``: the k calls with the least remaining time run (clairvoyant: it knows every
   call's duration; optimal for the mean on one server).
 
-Prints, per slice, mean R, p99 R, mean stretch and the ratios of issue 27's goal (mean and
-p99 to the better of ``openwhisk`` and ``fc``, stretch to ``openwhisk``'s). Deterministic.
+With ``--memory-mb 2048`` memory binds first (8 containers of 256 MB for 8 to 31 cores): a
+call holds its container to its end and pausing it frees no memory, so the idealised node
+there runs at most that many calls at once, each to its end, and only the order in which
+waiting calls start is free (no cold start either):
+
+- ``FIFO``: in order of arrival (the stock invoker's admission; ``openwhisk`` there);
+- ``Gittins-past``: the highest Gittins index at age 0, from the durations of the
+  function's calls that finished before the call arrived: what the past alone gives;
+- ``SJF``: the shortest call first (clairvoyant; on one server the least mean response of
+  every order that runs calls to their end).
+
+Prints, per slice, mean R, p99 R, mean stretch, the ratios of issue 27's goal (mean and
+p99 to the better of ``openwhisk`` and ``fc``, stretch to ``openwhisk``'s) and issue 40's
+distance to what the past alone gives (mean R to ``Gittins-past``'s). Deterministic.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import heapq
 import itertools
 import logging
+import math
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from invoker.azure import SliceSpec, draw_slice, read_azure2019
+from bench_heavy_tail import heavy_tail_slice
+
+from invoker.azure import read_azure2019
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import TraceCall
+from policies.attained import DurationHistory
 from whisk.summary import percentile
 
 SAMPLE = Path(__file__).parent / "data" / "azure2019-invitro-66"
 LOADS = (0.9, 1.1)
 QUANTUM_S = 0.5  # how often the Gittins model re-ranks between events
 AGE_STEP_S = 0.05  # the attained service an index is computed at is rounded down to this
+MODELS = ("PS", "LAS", "Gittins-past", "Gittins", "SRPT")
+QUEUE_MODELS = ("FIFO", "Gittins-past", "SJF")
+CONTAINER_MB = 256
 
 
 def gittins_index(durations: list[float]) -> Callable[[float], float]:
@@ -75,14 +105,15 @@ def gittins_index(durations: list[float]) -> Callable[[float], float]:
 
 
 def ideal(calls: list[TraceCall], cores: int, policy: str) -> list[float]:
-    """Each call's response time on the idealised node under ``policy`` (PS, Gittins or
-    SRPT), in the order of ``calls``."""
+    """Each call's response time on the idealised node under ``policy`` (one of
+    :data:`MODELS`), in the order of ``calls``."""
     order = sorted(range(len(calls)), key=lambda j: calls[j].arrival_s)
     size = [max(c.duration_s, 1e-6) for c in calls]
     by_function: dict[str, list[float]] = {}
     for c, d in zip(calls, size, strict=True):
         by_function.setdefault(c.function, []).append(d)
     index = {f: gittins_index(ds) for f, ds in by_function.items()}
+    past = DurationHistory(samples=len(calls))  # every finished call, none to come
     ran = [0.0] * len(calls)
     response = [0.0] * len(calls)
     active: list[int] = []
@@ -93,13 +124,17 @@ def ideal(calls: list[TraceCall], cores: int, policy: str) -> list[float]:
         else:
             if policy == "SRPT":
                 ranked = sorted(active, key=lambda j: size[j] - ran[j])
+            elif policy == "LAS":
+                ranked = sorted(active, key=lambda j: (ran[j], j))
+            elif policy == "Gittins-past":
+                ranked = sorted(active, key=lambda j: (-past.index(calls[j].function, ran[j]), j))
             else:
                 ranked = sorted(active, key=lambda j: -index[calls[j].function](ran[j]))
             rates = dict.fromkeys(ranked[:cores], 1.0)
         step = calls[order[nxt]].arrival_s - now if nxt < len(order) else float("inf")
         for j, rate in rates.items():
             step = min(step, (size[j] - ran[j]) / rate)
-        if policy == "Gittins" and rates:
+        if policy not in ("PS", "SRPT") and rates:
             step = min(step, QUANTUM_S)
         now += step
         for j, rate in rates.items():
@@ -107,9 +142,43 @@ def ideal(calls: list[TraceCall], cores: int, policy: str) -> list[float]:
         for j in [j for j in rates if ran[j] >= size[j] - 1e-9]:
             response[j] = now - calls[j].arrival_s
             active.remove(j)
+            past.add(calls[j].function, size[j])
         while nxt < len(order) and calls[order[nxt]].arrival_s <= now + 1e-12:
             active.append(order[nxt])
             nxt += 1
+    return response
+
+
+def queued(calls: list[TraceCall], slots: int, policy: str) -> list[float]:
+    """Each call's response time on the idealised node that runs at most ``slots`` calls at
+    once, each to its end, the waiting ones started by ``policy`` (one of
+    :data:`QUEUE_MODELS`), in the order of ``calls``."""
+    order = sorted(range(len(calls)), key=lambda j: calls[j].arrival_s)
+    past = DurationHistory(samples=len(calls))
+    waiting: list[tuple[float, int]] = []  # (rank, call)
+    running: list[tuple[float, int]] = []  # (end, call)
+    response = [0.0] * len(calls)
+    nxt = 0
+    while nxt < len(order) or running:
+        arrival = calls[order[nxt]].arrival_s if nxt < len(order) else math.inf
+        if running and running[0][0] <= arrival:
+            now, j = heapq.heappop(running)
+            response[j] = now - calls[j].arrival_s
+            past.add(calls[j].function, calls[j].duration_s)
+        else:
+            now, j = arrival, order[nxt]
+            nxt += 1
+            c = calls[j]
+            if policy == "FIFO":
+                rank = now
+            elif policy == "Gittins-past":
+                rank = -past.index(c.function, 0.0)
+            else:
+                rank = c.duration_s
+            heapq.heappush(waiting, (rank, j))
+        while waiting and len(running) < slots:
+            _, j = heapq.heappop(waiting)
+            heapq.heappush(running, (now + calls[j].duration_s, j))
     return response
 
 
@@ -122,37 +191,59 @@ def figures(calls: list[TraceCall], response: list[float]) -> tuple[float, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="slices, seeded 1..N (default 5)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=1,
+        help="seed the slices from this one instead (6: bench_heavy_tail.py's held-out slices)",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        help="a policy to run beside openwhisk and fc (repeatable; default gittins)",
+    )
+    parser.add_argument(
+        "--memory-mb", type=int, default=32768, help="the node's user memory (default 32768)"
+    )
     args = parser.parse_args()
+    policies = ["openwhisk", "fc", *(args.policy or ["gittins"])]
     logging.basicConfig(level=logging.CRITICAL)
     functions = read_azure2019(SAMPLE)
     print(
-        f"{'slice':<24} {'policy':<18} {'mean R':>8} {'p99 R':>8} {'mean S':>8} "
-        f"{'R/best':>7} {'p99/best':>8} {'S/ow':>6}"
+        f"{'slice':<24} {'policy':<24} {'mean R':>8} {'p99 R':>8} {'mean S':>8} "
+        f"{'R/best':>7} {'p99/best':>8} {'S/ow':>6} {'R/G-past':>8}"
     )
-    for seed in range(1, args.seeds + 1):
-        spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=seed)
-        calls = [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        calls = heavy_tail_slice(functions, seed)
         span = max(c.arrival_s for c in calls)
         work = sum(c.duration_s for c in calls) / span
         for load in LOADS:
             cores = max(1, round(work / load))
             rows: dict[str, tuple[float, float, float]] = {}
-            for policy in ("openwhisk", "fc"):
-                r = simulate(calls, policy, SimulationSettings(cores=cores, user_memory_mb=32768))
+            settings = SimulationSettings(cores=cores, user_memory_mb=args.memory_mb)
+            for policy in dict.fromkeys(policies):
+                r = simulate(calls, policy, settings)
                 rows[f"{policy} (simulator)"] = (
                     r["mean_response_s"],
                     r["p99_response_s"],
                     r["mean_stretch"],
                 )
-            for model in ("PS", "Gittins", "SRPT"):
-                rows[f"{model} (ideal)"] = figures(calls, ideal(calls, cores, model))
+            slots = args.memory_mb // CONTAINER_MB
+            queue_bound = slots <= cores  # memory binds before the cores
+            for model in QUEUE_MODELS if queue_bound else MODELS:
+                response = (
+                    queued(calls, slots, model) if queue_bound else ideal(calls, cores, model)
+                )
+                rows[f"{model} (ideal)"] = figures(calls, response)
             ow, fc = rows["openwhisk (simulator)"], rows["fc (simulator)"]
             best, best_p99 = min(ow[0], fc[0]), min(ow[1], fc[1])
+            past = rows["Gittins-past (ideal)"][0]
             name = f"seed {seed}, {work / cores:.2f}, {cores} cores"
             for label, (mean, p99, stretch) in rows.items():
                 print(
-                    f"{name:<24} {label:<18} {mean:8.2f} {p99:8.2f} {stretch:8.2f} "
-                    f"{mean / best:7.2f} {p99 / best_p99:8.2f} {stretch / ow[2]:6.2f}",
+                    f"{name:<24} {label:<24} {mean:8.2f} {p99:8.2f} {stretch:8.2f} "
+                    f"{mean / best:7.2f} {p99 / best_p99:8.2f} {stretch / ow[2]:6.2f} "
+                    f"{mean / past:8.2f}",
                     flush=True,
                 )
 

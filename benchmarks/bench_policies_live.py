@@ -12,7 +12,7 @@ mean stretch per policy with the ratios to FIFO and to the baseline, all from on
 ``--mix azure`` replays a slice of a real Azure Functions 2019 sample instead (issue 27):
 one CPU-bound action per function, each call burning its drawn duration times ``--scale``,
 arrivals compressed by ``--time-scale``; the same scaled trace then runs in the simulator
-(one core, its own scheduler) and both tables are printed, one beside the other.
+(as many cores, its own scheduler) and both tables are printed, one beside the other.
 
 ``--mix io-cpu`` runs issue 14's mix instead: a 1 s sleeping action and a 200 ms CPU-bound
 action, each called at 2 calls/s (arrivals uniformly at random over ``--window``, default
@@ -81,10 +81,10 @@ async def run_policy(
             couch,
             Path(tmp),
             policy=policy,
-            action_cores=(args.core,),
+            action_cores=args.cores,
             user_memory_mb=args.memory_mb,
             pause_grace_s=600,
-        ) as (_, stub):
+        ) as (invoker, stub):
             actions = {}
             for fn in mix:
                 actions[fn] = await stub.create_action(
@@ -115,12 +115,16 @@ async def run_policy(
                 return loop.time() - sent
 
             responses = await asyncio.gather(*(call(c) for c in trace))
+            order = invoker.cpu_order.status() if invoker.cpu_order is not None else None
     # Stretch over the call's own idle time: its work plus the function's idle overhead.
     outcomes = [
         Outcome(c.function, r, c.duration_s + max(0.0, idle[c.function] - mix[c.function]))
         for c, r in zip(trace, responses, strict=True)
     ]
-    return summarize(outcomes), idle
+    summary = summarize(outcomes)
+    if order is not None:  # what the attained-service order cost the invoker
+        summary["cpu_order"] = order
+    return summary, idle
 
 
 def main() -> None:
@@ -146,7 +150,12 @@ def main() -> None:
     )
     parser.add_argument("--scale", type=float, default=0.25, help="service-time scale")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--core", type=int, default=1, help="the action core")
+    parser.add_argument(
+        "--cores",
+        type=lambda text: tuple(int(c) for c in text.split(",")),
+        default=(1,),
+        help="the action cores, comma-separated (default: 1)",
+    )
     parser.add_argument("--memory-mb", type=int, default=8192, help="user memory")
     parser.add_argument("--policy", action="append", choices=POLICY_NAMES)
     parser.add_argument("--json", help="also write the results here")
@@ -180,11 +189,13 @@ def main() -> None:
         args.window = args.window or 20.0
         mix = {fn: d * args.scale for fn, d in SEBS_MIX.items()}
         # The intensity is per minute of unscaled work: scale it so the overload factor stays.
-        trace = uniform_workload(args.intensity / args.scale, 1, args.seed, args.window, mix)
+        trace = uniform_workload(
+            args.intensity / args.scale, len(args.cores), args.seed, args.window, mix
+        )
         work = sum(c.duration_s for c in trace)
     print(
-        f"{len(trace)} calls in {args.window:.0f} s on 1 action core: {work:.1f} s of CPU work "
-        f"({work / args.window:.2f}x the core)"
+        f"{len(trace)} calls in {args.window:.0f} s on {len(args.cores)} action core(s): "
+        f"{work:.1f} s of CPU work ({work / args.window / len(args.cores):.2f}x the cores)"
     )
     results = {}
     with kafka_and_couchdb() as (kafka, couch):
@@ -194,6 +205,14 @@ def main() -> None:
                 run_policy(policy, args, kafka, couch, trace, mix, sleeping)
             )
             print(f"  {policy}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+            if order := results[policy].get("cpu_order"):
+                writes, spent = order["writes"], order["writeSeconds"]
+                print(
+                    f"    cpu.weight writes {writes} ({writes / len(trace):.1f} a call, "
+                    f"{order['failedWrites']} failed), {spent * 1000:.0f} ms of the invoker's "
+                    f"time ({spent / max(writes, 1) * 1e6:.0f} us each)",
+                    flush=True,
+                )
     base = results.get("fifo")
     stock = results.get("openwhisk")
     print(
@@ -233,9 +252,11 @@ def main() -> None:
         + ", ".join(f"{p} {w:.1f} s" for p, w in worst.items())
     )
     if args.mix == "azure":
-        print("the same trace in the simulator (1 core, no cold start):")
+        cores = len(args.cores)
+        print(f"the same trace in the simulator ({cores} core(s), no cold start):")
         for policy in results:
-            r = simulate(trace, policy, SimulationSettings(cores=1, user_memory_mb=args.memory_mb))
+            settings = SimulationSettings(cores=cores, user_memory_mb=args.memory_mb)
+            r = simulate(trace, policy, settings)
             print(
                 f"  {policy:<10} mean R {r['mean_response_s']:.2f}, p99 R "
                 f"{r['p99_response_s']:.2f}, mean S {r['mean_stretch']:.1f}"

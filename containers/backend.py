@@ -10,6 +10,8 @@ backend must:
 - enforce the spec's memory limit, and run a call on exactly the cores it is given by
   :meth:`Container.assign_cores` (one core under the scheduling policies, all action cores
   under the ``openwhisk`` baseline);
+- take a CPU weight (:meth:`Container.set_cpu_weight`) that the kernel enforces among the
+  containers sharing a core;
 - give each container its own working directory and ``/tmp``;
 - keep the runtime's stdout/stderr as timestamped lines, so :meth:`Container.read_logs` can
   return one activation's lines up to the sentinels;
@@ -127,6 +129,19 @@ class Container(Protocol):
         Returns ``(lines, complete)``; ``complete`` is False if the sentinels did not appear
         within the collection timeout. Stops reading once ``limit_bytes`` of raw lines is
         exceeded (the rest of that activation's output is skipped)."""
+        ...
+
+    async def set_cpu_weight(self, weight: int) -> None:
+        """Give the container this CPU weight against the node's other containers, meant
+        as cgroup v2's ``cpu.weight`` (1..10000, default 100: :mod:`containers.cgroups`):
+        the kernel shares a contended core in proportion, so a low weight is a cheap,
+        reversible demotion (no pause, nothing frozen). Kept until set again, across calls."""
+        ...
+
+    async def memory_usage(self) -> int | None:
+        """Bytes of memory the container uses now (its cgroup's usage, else its processes'
+        resident memory), or None if it cannot be read: the footprint an idle container
+        is kept at (:mod:`containers.placement`)."""
         ...
 
     async def pause(self) -> None: ...

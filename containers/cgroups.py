@@ -29,6 +29,21 @@ from pathlib import Path
 
 PROC_CGROUP = "/proc/self/cgroup"
 PROC_MOUNTINFO = "/proc/self/mountinfo"
+CPU_WEIGHTS = range(1, 10_001)  # cgroup v2 ``cpu.weight``: what set_cpu_weight takes
+DEFAULT_CPU_WEIGHT = 100
+
+
+def check_cpu_weight(weight: int) -> int:
+    """``weight`` if it is one :meth:`Container.set_cpu_weight` takes, else ValueError."""
+    if weight not in CPU_WEIGHTS:
+        raise ValueError(f"a CPU weight is 1..10000 (cgroup v2 cpu.weight), not {weight!r}")
+    return weight
+
+
+def cpu_shares_of(weight: int) -> int:
+    """The cgroup v1 ``cpu.shares`` (Docker's ``CpuShares``) of a v2 weight: the kernel's
+    own equivalence (weight 100 = 1024 shares = nice 0), within v1's 2..262144."""
+    return max(2, min(262_144, round(check_cpu_weight(weight) * 1024 / 100)))
 
 
 def parse_proc_cgroup(text: str) -> dict[str, str]:
@@ -81,6 +96,21 @@ def _own_dir(mount: str, root: str, path: str) -> Path:
     if root != "/" and (path == root or path.startswith(root + "/")):
         path = path[len(root) :]
     return Path(mount) / path.lstrip("/")
+
+
+def process_dirs(pid: int) -> dict[str, Path]:
+    """The cgroup directory of ``pid`` per mounted controller (``""``: v2), leaving out the
+    root, which counts the whole host; {} if this process cannot read them."""
+    try:
+        own = parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+        mounts = parse_mountinfo(Path(PROC_MOUNTINFO).read_text())
+    except OSError:
+        return {}
+    return {
+        controller: _own_dir(*mounts[controller], path)
+        for controller, path in own.items()
+        if controller in mounts and path not in ("", "/")
+    }
 
 
 @dataclass(frozen=True)
@@ -214,6 +244,20 @@ class ContainerCgroup:
             return [int(t) for t in (self.memory / name).read_text().split()]
         except OSError:
             return []
+
+    def set_cpu_weight(self, weight: int) -> bool:
+        """Write the container's CPU weight (v2 ``cpu.weight``, v1 ``cpu.shares`` of the
+        same meaning); False when it has no CPU controller to write to."""
+        if self.version == 2:
+            target, value = self.memory / "cpu.weight", check_cpu_weight(weight)
+        elif self.cpu is not None:
+            target, value = self.cpu / "cpu.shares", cpu_shares_of(weight)
+        else:
+            return False
+        if not target.exists():  # v2 without the cpu controller delegated
+            return False
+        target.write_text(str(value))
+        return True
 
     def kill_all(self) -> None:
         if self.version == 2:

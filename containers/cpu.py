@@ -26,13 +26,18 @@ from pathlib import Path
 
 from containers import cgroups
 
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # per second
 
 
 @dataclass(frozen=True, slots=True)
 class CpuTimes:
     used: float  # CPU seconds
     waited: float = 0.0  # seconds runnable but waiting for a CPU
+    tick: float = 0.0  # how coarse ``used`` is: a clock tick from /proc, 0 from a cgroup
+    # Whether a thread is runnable now, where ``waited`` comes from schedstat: the kernel
+    # adds a wait there only when it ends, so one under way shows only as this (None: the
+    # counters do not lag, as a cgroup's pressure file or the simulator's).
+    runnable: bool | None = None
 
 
 def share_between(before: CpuTimes, after: CpuTimes, elapsed_s: float) -> float | None:
@@ -48,13 +53,22 @@ def share_between(before: CpuTimes, after: CpuTimes, elapsed_s: float) -> float 
     return min(1.0, max(0.0, after.used - before.used) / own)
 
 
+def stat_fields(path: str) -> list[bytes] | None:
+    """The fields of a ``/proc/<pid>[/task/<tid>]/stat`` after the command name (which may
+    hold spaces and parentheses): the state is ``[0]``; None if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system time of a process and of the children it has reaped."""
+    fields = stat_fields(f"/proc/{pid}/stat")
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICK
+    except (IndexError, ValueError):
         return None
 
 
@@ -107,6 +121,15 @@ def threads_waited_seconds(threads: dict[int, list[int]]) -> float:
     return total / 1e9
 
 
+def threads_runnable(threads: dict[int, list[int]]) -> bool:
+    """Whether any of these threads is running or waiting for a CPU now (state R)."""
+    return any(
+        (fields := stat_fields(f"/proc/{pid}/task/{tid}/stat")) and fields[0] == b"R"
+        for pid, tids in threads.items()
+        for tid in tids
+    )
+
+
 def read_cgroup_pressure(path: Path) -> float | None:
     """Seconds some task of the cgroup waited for a CPU, from a v2 ``cpu.pressure`` file."""
     try:
@@ -138,19 +161,49 @@ def read_cgroup_cpu(path: Path) -> float | None:
 def cgroup_cpu_file(pid: int) -> Path | None:
     """The file accounting the CPU time of ``pid``'s cgroup, if this process can read it
     and the cgroup is the process's own (not the root, which counts the whole host)."""
-    try:
-        own = cgroups.parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
-        mounts = cgroups.parse_mountinfo(Path(cgroups.PROC_MOUNTINFO).read_text())
-    except OSError:
-        return None
+    dirs = cgroups.process_dirs(pid)
     candidates = []
-    if "cpuacct" in own and "cpuacct" in mounts and own["cpuacct"] not in ("", "/"):
-        mount, root = mounts["cpuacct"]
-        candidates.append(cgroups._own_dir(mount, root, own["cpuacct"]) / "cpuacct.usage")
-    if "" in own and "" in mounts and own[""] not in ("", "/"):
-        mount, root = mounts[""]
-        candidates.append(cgroups._own_dir(mount, root, own[""]) / "cpu.stat")
+    if "cpuacct" in dirs:
+        candidates.append(dirs["cpuacct"] / "cpuacct.usage")
+    if "" in dirs:
+        candidates.append(dirs[""] / "cpu.stat")
     for path in candidates:
         if read_cgroup_cpu(path) is not None:
             return path
     return None
+
+
+def leave_special_classes(pid: int) -> bool:
+    """Put ``pid`` in the normal scheduling class (SCHED_OTHER, nice unchanged) unless it is
+    there or in SCHED_BATCH, so that what it forks does too: under SCHED_IDLE the kernel
+    ignores nice values (CPU weights without cgroups would do nothing), and a real-time class
+    must not pass to other people's code. False when it may not (no CAP_SYS_NICE)."""
+    try:
+        if os.sched_getscheduler(pid) not in (os.SCHED_OTHER, os.SCHED_BATCH):
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    except PermissionError:
+        return False
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def set_autogroup_nice(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
+    """Give the autogroup (session) of ``pid`` this nice value, unless it is our own
+    session's, the root one (where ``/proc/<pid>/autogroup`` reads empty: the kernel refuses
+    it) or autogroups are off; False when nothing was written. Our own process may well be
+    in the root autogroup (a service or CI job that never started a session)."""
+    try:
+        theirs = _autogroup(proc / str(pid) / "autogroup")
+        if not theirs or theirs == _autogroup(proc / "self" / "autogroup"):
+            return False
+        (proc / str(pid) / "autogroup").write_text(str(nice))
+    except (FileNotFoundError, ProcessLookupError):  # off, or the process ended
+        return False
+    return True
+
+
+def _autogroup(path: Path) -> str:
+    """The autogroup named in this ``/proc/<pid>/autogroup``; empty for the root one."""
+    words = path.read_text().split()
+    return words[0] if words else ""

@@ -11,7 +11,9 @@ calls' CPU demand fits in the group, every call runs at full speed; beyond it, e
 part is stretched by the same factor ``a`` so that the demand equals the group's cores,
 ``sum(c / (w + c * a)) = cores``, and waiting parts are not slowed. Pure CPU-bound calls
 therefore get ``min(1, cores / running)`` of a core each, and a call that mostly waits
-loses almost nothing beside one that computes; a misjudged share has a cost.
+loses almost nothing beside one that computes; a misjudged share has a cost. Containers
+given different ``cpu.weight`` (:meth:`SimulatedContainer.set_cpu_weight`, each write
+costing ``weight_s``) share their group by weight instead (:func:`weighted_speeds`).
 
 Pausing a container (preemption) freezes its call's progress; each pause and each resume
 takes ``pause_s / 2`` (the engine's latency), during which the call still runs (and shares
@@ -25,6 +27,7 @@ import itertools
 from dataclasses import dataclass
 
 from containers.backend import ContainerSpec, HttpResult, LogLine
+from containers.cgroups import DEFAULT_CPU_WEIGHT, check_cpu_weight
 from containers.cpu import CpuTimes
 from whisk.protocol.json import loads
 
@@ -40,6 +43,7 @@ class _Job:
     group: frozenset[int]
     done: asyncio.Future[None]
     jid: int = 0
+    weight: int = DEFAULT_CPU_WEIGHT  # its container's cgroup cpu.weight
 
 
 def stretch(jobs: list[_Job], cores: int) -> float:
@@ -70,8 +74,49 @@ def stretch(jobs: list[_Job], cores: int) -> float:
     return a
 
 
+def weighted_speeds(jobs: list[_Job], cores: int) -> list[float]:
+    """The CPU speed (share of a core while it computes) of each job of one group whose
+    containers have different ``cpu.weight``: weighted water-filling, as CFS with one
+    cgroup per container shares cores, ``s_i = min(1, λ weight_i)`` with ``λ`` such that
+    the calls' CPU use, ``sum c / (w + c / s)``, equals the cores (every call at full
+    speed if it fits). A weight-1 call beside weight-10000 ones still gets its
+    ``1 / total`` of a core: CFS is not a strict priority, and neither is this."""
+    full = sum(j.cpu / (j.wait + j.cpu) for j in jobs if j.cpu > 0)
+    if full <= cores:
+        return [1.0] * len(jobs)
+    if all(j.wait == 0 for j in jobs):  # CPU-bound: exact, capping the heaviest in turn
+        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].weight)
+        rest, level = float(sum(j.weight for j in jobs)), 0.0
+        for capped, i in enumerate(order):
+            level = (cores - capped) / rest
+            if level * jobs[i].weight <= 1.0:
+                break
+            rest -= jobs[i].weight
+        return [min(1.0, level * j.weight) for j in jobs]
+
+    def used(level: float) -> float:
+        total = 0.0
+        for j in jobs:
+            if j.cpu > 0:
+                speed = min(1.0, level * j.weight)
+                total += j.cpu / (j.wait + j.cpu / speed)
+        return total
+
+    lo, hi = 0.0, 1.0 / min(j.weight for j in jobs)  # used(hi) = full > cores
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if used(mid) > cores:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return [min(1.0, hi * j.weight) for j in jobs]
+
+
 class SimulatedCpu:
-    """Processor sharing within each group of cores (groups are assumed not to overlap)."""
+    """Processor sharing within each group of cores (groups are assumed not to overlap),
+    weighted by the containers' ``cpu.weight`` where they differ."""
 
     def __init__(self) -> None:
         self._jobs: dict[int, _Job] = {}
@@ -89,12 +134,18 @@ class SimulatedCpu:
         for job in self._jobs.values():
             groups.setdefault(job.group, []).append(job)
         # No more calls than cores: their demand fits (each needs at most one core).
-        factor = {
-            g: 1.0 if len(jobs) <= len(g) else stretch(jobs, len(g)) for g, jobs in groups.items()
-        }
-        return {
-            jid: 1.0 / (job.wait + job.cpu * factor[job.group]) for jid, job in self._jobs.items()
-        }
+        factor: dict[frozenset[int], float] = {}
+        rates: dict[int, float] = {}
+        for g, jobs in groups.items():
+            if len(jobs) <= len(g) or len({j.weight for j in jobs}) == 1:
+                factor[g] = 1.0 if len(jobs) <= len(g) else stretch(jobs, len(g))
+            else:  # weighted: each its own stretch (1 / speed)
+                for j, speed in zip(jobs, weighted_speeds(jobs, len(g)), strict=True):
+                    rates[j.jid] = 1.0 / (j.wait + j.cpu / speed)
+        for jid, job in self._jobs.items():
+            if jid not in rates:
+                rates[jid] = 1.0 / (job.wait + job.cpu * factor[job.group])
+        return rates
 
     def _advance(self, loop: asyncio.AbstractEventLoop) -> None:
         now = loop.time()
@@ -140,14 +191,21 @@ class SimulatedCpu:
                 job.remaining = 0.0
         self._reschedule(loop)
 
-    def submit(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> _Job:
+    def submit(
+        self,
+        work_s: float,
+        cores: frozenset[int],
+        cpu_s: float | None = None,
+        weight: int = DEFAULT_CPU_WEIGHT,
+    ) -> _Job:
         """Start a call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU
-        (all by default); await it with :meth:`wait`."""
+        (all by default), in a container of that ``cpu.weight``; await it with
+        :meth:`wait`."""
         work_s = max(0.0, work_s)
         cpu = work_s if cpu_s is None else min(max(0.0, cpu_s), work_s)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        job = _Job(1.0, cpu, work_s - cpu, cores, done, next(self._ids))
+        job = _Job(1.0, cpu, work_s - cpu, cores, done, next(self._ids), weight)
         if work_s == 0:
             job.remaining = 0.0
             done.set_result(None)
@@ -200,6 +258,16 @@ class SimulatedCpu:
         else:
             job.group = cores
 
+    def reweigh(self, job: _Job, weight: int) -> None:
+        """The call's container was given another ``cpu.weight``."""
+        if job.jid in self._jobs and job.weight != weight:
+            loop = asyncio.get_running_loop()
+            self._advance(loop)
+            job.weight = weight
+            self._reschedule(loop)
+        else:
+            job.weight = weight
+
     def done(self, job: _Job) -> float:
         """The fraction of the call done by now (its CPU and waiting parts interleave
         evenly, so that much of each)."""
@@ -213,6 +281,7 @@ class SimulatedContainer:
         self.name = spec.name
         self._backend = backend
         self._cores: frozenset[int] = frozenset({0})
+        self._weight = DEFAULT_CPU_WEIGHT  # its cgroup's cpu.weight: kept from call to call
         self._cpu = CpuTimes(0.0)  # as of the end of the last /run
         self._running: tuple[_Job, float] | None = None  # the call in /run, since when
         self._paused_at: float | None = None
@@ -231,7 +300,7 @@ class SimulatedContainer:
         cpu = min(work, float(value.get(SIM_CPU, work)))
         loop = asyncio.get_running_loop()
         started = loop.time()
-        job = self._backend.cpu.submit(work, self._cores, cpu)
+        job = self._backend.cpu.submit(work, self._cores, cpu, self._weight)
         self._running = (job, started)
         self._paused_s = 0.0
         try:
@@ -248,6 +317,16 @@ class SimulatedContainer:
         self._cores = cores
         if self._running is not None:
             self._backend.cpu.move(self._running[0], cores)
+
+    async def set_cpu_weight(self, weight: int) -> None:
+        """A cgroup write: ``weight_s`` of the invoker's time, then the call's share
+        changes."""
+        check_cpu_weight(weight)
+        if self._backend.weight_s:
+            await asyncio.sleep(self._backend.weight_s)
+        self._weight = weight
+        if self._running is not None:
+            self._backend.cpu.reweigh(self._running[0], weight)
 
     async def cpu_times(self) -> CpuTimes | None:
         """Counters as a real container's: during /run, the CPU the call has used so far
@@ -286,22 +365,35 @@ class SimulatedContainer:
     async def was_oom_killed(self) -> bool:
         return False
 
+    async def memory_usage(self) -> int | None:
+        footprint = self._backend.footprint_mb
+        return None if footprint is None else footprint << 20
+
     async def destroy(self) -> None:
         self._backend.live -= 1
 
 
 class SimulatedBackend:
-    """Containers cost ``cold_start_s`` to create, ``init_s`` to initialise and
-    ``pause_s`` to pause and resume."""
+    """Containers cost ``cold_start_s`` to create, ``init_s`` to initialise,
+    ``pause_s`` to pause and resume and ``weight_s`` to set a ``cpu.weight`` (a write to
+    the container's cgroup, of the order of 30 µs); an idle one is measured using
+    ``footprint_mb`` of memory (None: not measurable, so the pool counts it at its limit)."""
 
     name = "simulated"
 
     def __init__(
-        self, cold_start_s: float = 0.0, init_s: float = 0.0, pause_s: float = 0.0
+        self,
+        cold_start_s: float = 0.0,
+        init_s: float = 0.0,
+        pause_s: float = 0.0,
+        weight_s: float = 0.0,
+        footprint_mb: int | None = None,
     ) -> None:
         self.cold_start_s = cold_start_s
         self.init_s = init_s
         self.pause_s = pause_s
+        self.weight_s = weight_s
+        self.footprint_mb = footprint_mb
         self.cpu = SimulatedCpu()
         self.created = 0
         self.live = 0

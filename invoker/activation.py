@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +64,12 @@ def _retrieved(fut: asyncio.Future[None]) -> None:
         fut.exception()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class CpuMark:
     """A call in ``/run``: its container and that container's CPU counters before
     ``/run`` and at the last reading, so that a sample taken while the call runs measures
-    both the time since the previous one and the whole run so far."""
+    both the time since the previous one and the whole run so far. One per ``/run``, known
+    by identity (a key of :class:`invoker.cpu_order.CpuOrder`'s measures)."""
 
     container: Container
     since: float  # clock.now() when /run began
@@ -152,6 +153,34 @@ class Pausable:
                 self._unpaused()
 
 
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """How a bound call ended, for its puller: whether its container may serve the next
+    call, how long its /run took (the scheduler's ``lastDuration``), and whether it ended
+    in a whisk error (which counts against the node's health: invoker.fpc.health)."""
+
+    healthy: bool
+    run_s: float | None
+    whisk_error: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Binding:
+    """A call pulled for one container (the scheduler mode): it runs in that container's
+    lease, which its puller holds, so it reserves nothing and releases nothing; its end
+    resolves ``ended`` instead (None: handed back unrun, at shutdown). ``answered`` is
+    called once its answer (record and acks) is out, as a received call's offset is
+    committed then (the journal of pulled calls: invoker.fpc.journal)."""
+
+    lease: Lease | None  # None: a kTask's (the GPU pool runs it, in no container)
+    ended: asyncio.Future[Ran | None]
+    answered: Callable[[], None] | None = None
+
+    def end(self, ran: Ran | None) -> None:
+        if not self.ended.done():
+            self.ended.set_result(ran)
+
+
 @dataclass(slots=True)
 class Job:
     """A received activation with its action resolved, waiting for or holding a core.
@@ -169,8 +198,10 @@ class Job:
     platform_env: dict[str, str] | None = None
     parsed: ActivationMessage | None = None
     in_run: CpuMark | None = None  # set while in /run with its CPU measured
+    in_init: Container | None = None  # set while it initialises its own container
     pausable: Pausable | None = None  # set while in /run when the node may preempt it
     pause_cost_s: float = 0.0  # what its last pause took (the resume adds its own)
+    binding: Binding | None = None  # pulled for a container (the scheduler mode)
 
     @property
     def msg(self) -> ActivationMessage:
@@ -203,10 +234,16 @@ class ActivationRunner:
         metrics: InvokerMetrics,
         sentinelled: Callable[[Action], bool] = lambda action: True,
         preemptive: bool = False,
+        rank_call: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``preemptive``: calls in /run may be paused (:class:`Pausable`)."""
+        """``preemptive``: calls in /run may be paused (:class:`Pausable`).
+        ``rank_call``: awaited as a call enters /init (:attr:`Job.in_init`) and /run with its
+        CPU measured (:attr:`Job.in_run`), before the request is sent: an order of the
+        running calls' CPU ranks it then (:meth:`invoker.cpu_order.CpuOrder.admit`), so
+        that neither runs at a weight its container kept (a new one's default)."""
         self.pool = pool
         self.preemptive = preemptive
+        self.rank_call = rank_call
         self.acks = acks
         self.records = records
         self.clock = clock
@@ -265,6 +302,10 @@ class ActivationRunner:
                 start_ms = self.clock.epoch_ms()
                 deadline = start_ms + action.limits.timeout_ms
                 body = init_body(msg, action, deadline, job.platform_env)
+                if not shared:
+                    job.in_init = container
+                    if self.rank_call is not None:
+                        await self.rank_call()
                 response, timed_out = await self._call(
                     container, "init", dumps(body), timeout_s, during_init=True
                 )
@@ -273,6 +314,7 @@ class ActivationRunner:
                 if response is None:
                     self.pool.mark_initialized(lease)
             finally:
+                job.in_init = None
                 initialised.set_result(response)
         run_s: float | None = None
         cpu_s: float | None = None
@@ -288,6 +330,8 @@ class ActivationRunner:
             if cpu_before is not None:
                 job.in_run = CpuMark(container, t0, cpu_before, t0, cpu_before)
             try:
+                if job.in_run is not None and self.rank_call is not None:
+                    await self.rank_call()
                 result, timed_out = await self._call(
                     container,
                     "run",

@@ -37,7 +37,7 @@ from invoker.workloads import (
     write_trace,
 )
 from policies import POLICY_NAMES
-from whisk.argtypes import nonnegative_float, positive_float, positive_int
+from whisk.argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int
 from whisk.bus.memory import MemoryBus
 from whisk.clock import LoopClock, SystemClock, VirtualTimeLoop
 from whisk.protocol import QualifiedName, dumps, loads
@@ -112,6 +112,13 @@ class SimulationSettings:
     warmup: bool = True
     preempt: bool = False  # pause long calls for short ones (Preemption's defaults)
     pause_s: float = 0.01  # what a pause and resume of a container cost
+    weight_s: float = 30e-6  # what writing a container's cpu.weight costs (a cgroup write)
+    # Keep-alive by footprint: what an idle container is measured to use (None: it counts at
+    # its limit, the stock invoker's accounting).
+    footprint_mb: int | None = None
+    # Containers created ahead for waiting calls (the invoker's --create-ahead; 0, as the
+    # process backend: a cold start holds its call's core, as every documented figure has it).
+    create_ahead: int = 0
 
 
 async def _simulate(
@@ -120,7 +127,12 @@ async def _simulate(
     loop = asyncio.get_running_loop()
     clock = LoopClock(loop, epoch_ms_at_start=1_700_000_000_000)
     bus = MemoryBus()
-    backend = SimulatedBackend(cold_start_s=settings.cold_start_s, pause_s=settings.pause_s)
+    backend = SimulatedBackend(
+        cold_start_s=settings.cold_start_s,
+        pause_s=settings.pause_s,
+        weight_s=settings.weight_s,
+        footprint_mb=settings.footprint_mb,
+    )
     with tempfile.TemporaryDirectory(prefix="ow-sim-") as state:
         config = InvokerConfig(
             policy=policy,
@@ -131,6 +143,7 @@ async def _simulate(
             idle_timeout_s=1e9,
             max_pending=10**9,
             preempt=settings.preempt,
+            create_ahead=settings.create_ahead,
         )
         store = RecordlessStore(
             Path(state) / "store.sqlite", config.activations_db, threaded=False, durable=False
@@ -383,6 +396,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds to create a container (the baseline pays it most)",
     )
     parser.add_argument("--memory-mb", type=positive_int, default=32 * 1024, help="user memory")
+    parser.add_argument(
+        "--footprint-mb",
+        type=positive_int,
+        default=None,
+        help="keep-alive by footprint: an idle container uses this much (default: it counts "
+        "at its limit, the stock invoker's accounting)",
+    )
+    parser.add_argument(
+        "--create-ahead",
+        type=nonnegative_int,
+        default=0,
+        help="containers created ahead for the calls next in line (the Docker backend's "
+        "default is 8): a --cold-start then holds no core (default 0: it does)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="start cold, with no learnt E[p]")
     parser.add_argument(
         "--preempt",
@@ -443,6 +470,8 @@ def main(args: argparse.Namespace) -> int:
         warmup=not args.no_warmup,
         preempt=args.preempt,
         pause_s=args.pause_cost,
+        footprint_mb=args.footprint_mb,
+        create_ahead=args.create_ahead,
     )
     results = [simulate(trace, p, settings) for p in (args.policy or POLICY_NAMES)]
     if args.json:

@@ -3,6 +3,7 @@ OpenWhisk baseline."""
 
 from __future__ import annotations
 
+from policies.attained import Attained
 from policies.base import CallInfo, Policy
 from policies.preemption import Preemption
 
@@ -58,4 +59,46 @@ FC_SHARE = Policy(
     preemption=Preemption(share_cores=4, overdue=4.0),
 )
 
-BUILTIN = {p.name: p for p in (FIFO, SEPT, EECT, RECT, FC, OPENWHISK, SEPT_SHARE, FC_SHARE)}
+GITTINS = Policy(
+    "gittins",
+    _fifo,  # the invoker orders its queue by the index at age 0 (invoker.cpu_order)
+    exclusive_cores=False,
+    description="calls admitted as stock OpenWhisk's; their CPU goes to the highest Gittins "
+    "index (from the function's past durations and the call's service so far) by "
+    "cgroup CPU weights (docs/policies.md, heavy tails)",
+    attained=Attained("gittins"),
+)
+GITTINS_AGED = Policy(
+    "gittins-aged",
+    _fifo,  # the invoker orders its queue by the index at age 0, as gittins (cpu_order)
+    exclusive_cores=False,
+    description="gittins with aging: calls past a virtual deadline (receipt + 4 / their "
+    "Gittins index) take a quarter of the cores first, oldest deadline first, the rest go "
+    "by the index as gittins (experimental: policies/attained.py, aged_ranking)",
+    attained=Attained("gittins-aged"),
+)
+LAS = Policy(
+    "las",
+    _fifo,
+    exclusive_cores=False,
+    description="calls admitted as stock OpenWhisk's; their CPU goes to the least attained "
+    "service by cgroup CPU weights (a reference for gittins)",
+    attained=Attained("las"),
+)
+
+BUILTIN = {
+    p.name: p
+    for p in (
+        FIFO,
+        SEPT,
+        EECT,
+        RECT,
+        FC,
+        OPENWHISK,
+        SEPT_SHARE,
+        FC_SHARE,
+        GITTINS,
+        GITTINS_AGED,
+        LAS,
+    )
+}

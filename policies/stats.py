@@ -127,7 +127,7 @@ class FunctionStats:
             arrivals.popleft()
         durations = fn.durations
         expected = fn.total / len(durations) if durations else self.prior()
-        return CallInfo(received, expected, previous, len(arrivals) or 1)
+        return CallInfo(received, expected, previous, len(arrivals) or 1, function)
 
     def finish(
         self, function: str, duration_s: float, cpu_s: float | None = None, waited_s: float = 0.0

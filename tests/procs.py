@@ -76,3 +76,59 @@ def frozen(pids: list[int], name: str) -> Iterator[Callable[[], None]]:
         wait_until(lambda: not (d / "cgroup.procs").read_text().split(), 10)
         with contextlib.suppress(OSError):
             d.rmdir()
+
+
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def nice_orders_one_core(core: int, high: int, low: int, cpu_s: float = 0.4) -> tuple[bool, str]:
+    """The control for tests of CPU weights by nice value: two plain spinning processes in the
+    normal class, pinned to ``core`` at nice ``high`` and ``low``. Whether the kernel gave the
+    low one under a quarter of the high one's CPU while both ran, and what each used; a host
+    whose scheduler ignores nice values (or pinning) cannot order calls by them."""
+    import subprocess
+    import sys
+
+    def nice(n: int) -> Callable[[], None]:
+        def setup() -> None:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            os.sched_setaffinity(0, {core})
+            os.setpriority(os.PRIO_PROCESS, 0, n)
+
+        return setup
+
+    slow = subprocess.Popen([sys.executable, "-c", SPIN.format(s=60)], preexec_fn=nice(low))
+    try:
+        t0 = time.monotonic()
+        fast = subprocess.run(
+            [sys.executable, "-c", SPIN.format(s=cpu_s)], preexec_fn=nice(high), timeout=60
+        )
+        wall = time.monotonic() - t0
+        low_used = _cpu_s(slow.pid)
+    finally:
+        slow.kill()
+        slow.wait()
+    ok = fast.returncode == 0 and low_used < 0.25 * cpu_s
+    return ok, f"nice {high} used {cpu_s} s in {wall:.2f} s; nice {low} meanwhile {low_used:.2f} s"
+
+
+def scheduling_of(pid: int) -> str:
+    """Each thread of ``pid``: class, nice value, allowed CPUs; its autogroup and cgroups
+    (what decides how the kernel shares a core among processes)."""
+    names = {os.SCHED_OTHER: "other", os.SCHED_BATCH: "batch", os.SCHED_IDLE: "idle"}
+    parts = []
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        with contextlib.suppress(OSError):
+            policy = names.get(os.sched_getscheduler(tid), "rt")
+            nice = os.getpriority(os.PRIO_PROCESS, tid)
+            parts.append(f"{tid}:{policy}/nice {nice}/cpus {sorted(os.sched_getaffinity(tid))}")
+    for extra in ("autogroup", "cgroup"):
+        with contextlib.suppress(OSError):
+            parts.append(Path(f"/proc/{pid}/{extra}").read_text().strip().replace("\n", " "))
+    return f"pid {pid}: " + "; ".join(parts)

@@ -51,6 +51,7 @@ import contextlib
 import hashlib
 import ipaddress
 import logging
+import math
 import os
 import pwd
 import re
@@ -62,8 +63,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from containers import cgroups, cpu
-from containers.backend import ContainerError, ContainerGone, ContainerSpec, HttpResult, LogLine
+from containers import cgroups, cpu, memory
+from containers.backend import (
+    ContainerError,
+    ContainerGone,
+    ContainerSpec,
+    HttpResult,
+    LogLine,
+)
 from containers.http import DEFAULT_MAX_RESPONSE_BYTES, RuntimeClient
 from containers.logfile import LogFile, LogWatcher
 from containers.process.claim import PrefixClaim, UidBlockClaim, own_dir, sandbox_dir
@@ -101,10 +108,10 @@ def _family(kind: str) -> str:
 
 def process_start_time(pid: int) -> int | None:
     """Start time of a process (clock ticks since boot): with the pid, identifies it for sure."""
+    fields = cpu.stat_fields(f"/proc/{pid}/stat")
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
         return None
 
 
@@ -206,6 +213,8 @@ class _Zygote:
             start_new_session=True,  # terminal signals are not for it: it follows our lifetime
         )
         self.pid = self.proc.pid
+        if not cpu.leave_special_classes(self.pid):
+            log.warning("the zygote keeps our scheduling class: CPU weights may do nothing")
         self._reader = spawn(self._read(), name="zygote-reader")
         try:
             async with asyncio.timeout(timeout_s):
@@ -278,6 +287,12 @@ class _Zygote:
                 await self._reader
 
 
+def nice_of(weight: int) -> int:
+    """The nice value whose CFS weight is closest to a cgroup CPU weight (nice 0 = weight
+    100; each step is a factor 1.25), within -20..19."""
+    return max(-20, min(19, round(-math.log(cgroups.check_cpu_weight(weight) / 100, 1.25))))
+
+
 class ProcessContainer:
     """One action runtime process (see the module docstring)."""
 
@@ -309,6 +324,7 @@ class ProcessContainer:
         self._client = RuntimeClient(HOST, port, max_response_bytes, unix_path=socket_path)
         self._log = LogFile(directory / LOG_FILE, log_watcher, trim=True)
         self._cores: frozenset[int] | None = None
+        self._weight: int | None = None  # as created (the spec's cpu_shares) until set
         self._paused = False
         self._destroyed = False
         self._oom: bool | None = None
@@ -336,8 +352,7 @@ class ProcessContainer:
             raise ValueError("assign_cores needs at least one core")
         if cores == self._cores:
             return  # threads and children created since inherited the same mask
-        tids = self.cgroup.threads() if self.cgroup is not None else []
-        for tid in tids or [t for ts in cpu.process_threads(self.pid).values() for t in ts]:
+        for tid in self._all_threads():
             try:
                 os.sched_setaffinity(tid, cores)
             except ProcessLookupError:
@@ -354,12 +369,18 @@ class ProcessContainer:
             used = cpu.read_cgroup_cpu(self.cgroup.memory / "cpu.stat")
             if used is not None:
                 waited = cpu.read_cgroup_pressure(self.cgroup.memory / "cpu.pressure")
-                if waited is None:
-                    waited = cpu.threads_waited_seconds(self._threads())
-                return cpu.CpuTimes(used, waited)
+                if waited is not None:
+                    return cpu.CpuTimes(used, waited)
+                threads = self._threads()
+                waited = cpu.threads_waited_seconds(threads)
+                return cpu.CpuTimes(used, waited, runnable=cpu.threads_runnable(threads))
         threads = self._threads()
         used = cpu.processes_cpu_seconds(threads)
-        return None if used is None else cpu.CpuTimes(used, cpu.threads_waited_seconds(threads))
+        if used is None:
+            return None
+        waited = cpu.threads_waited_seconds(threads)
+        runnable = cpu.threads_runnable(threads)
+        return cpu.CpuTimes(used, waited, tick=1 / cpu.TICK, runnable=runnable)
 
     def _threads(self) -> dict[int, list[int]]:
         """The container's processes (its cgroup's, else its process tree) with their
@@ -373,6 +394,43 @@ class ProcessContainer:
         if self._destroyed:  # its log went with it
             return [], not wait_for_sentinels
         return await self._log.read(limit_bytes, wait_for_sentinels)
+
+    async def set_cpu_weight(self, weight: int) -> None:
+        """The container cgroup's CPU weight, else (no CPU controller) the nice value of
+        the same weight on each of its threads (threads and children made later inherit
+        it) and on its session's autogroup: with autogroups on, the kernel weighs sessions
+        first and nice only within one, and the container is a session of its own. Each
+        thread is put in the normal class first: SCHED_IDLE ignores nice values, and a
+        container may have been forked in it (the zygote's own reset can come too late)."""
+        self._check()
+        if weight == self._weight:
+            return
+        try:
+            if self.cgroup is None or not self.cgroup.set_cpu_weight(weight):
+                nice = nice_of(weight)
+                for tid in self._all_threads():
+                    if not cpu.leave_special_classes(tid):
+                        raise PermissionError("no CAP_SYS_NICE to leave SCHED_IDLE")
+                    with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+                        os.setpriority(os.PRIO_PROCESS, tid, nice)
+                cpu.set_autogroup_nice(self.pid, nice)
+        except OSError as e:
+            raise ContainerError(f"cannot set the CPU weight of {self.name}: {e}") from e
+        self._weight = weight
+
+    def _all_threads(self) -> list[int]:
+        tids = self.cgroup.threads() if self.cgroup is not None else []
+        return tids or [t for ts in cpu.process_threads(self.pid).values() for t in ts]
+
+    async def memory_usage(self) -> int | None:
+        """The working set of its cgroup, else its processes' resident memory."""
+        if self._destroyed:
+            return None
+        if self.cgroup is not None:
+            used = memory.cgroup_working_set(self.cgroup.memory, self.cgroup.version)
+            if used is not None:
+                return used
+        return memory.resident_bytes(self._threads())
 
     async def pause(self) -> None:
         self._check()

@@ -19,6 +19,7 @@ import pytest
 from invoker.azure import SliceSpec, draw_slice, read_azure2019
 from invoker.simulate import SimulationSettings
 from invoker.simulate import simulate as simulate_trace
+from invoker.workloads import TraceCall
 from ow_invoker.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,7 +200,7 @@ def heavy_tail_rows(seed: int, load: str, cores: int) -> tuple[dict[str, list[st
             continue
         cells = [c.strip().strip("*").strip("`") for c in line.strip("|").split("|")]
         rows[cells[1]] = cells[2:]
-    assert set(rows) == {"openwhisk", "fc", "sept-share", "fc-share"}
+    assert set(rows) == {"openwhisk", "fc", "sept-share", "fc-share", "gittins"}
     functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
     spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=seed)
     trace = [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
@@ -216,3 +217,80 @@ def test_the_heavy_tail_rows_of_seed_1_in_policies_md():
         for policy, r in results.items()
     }
     check_table({policy: cells[:3] for policy, cells in rows.items()}, expected)
+
+
+KEEP_ALIVE = (
+    "--azure tests/data/azure-sample --functions 66 --minutes 60 --cores 8 --memory-mb 4096 "
+    "--cold-start 0.5 --policy fc --policy openwhisk"
+)
+AHEAD = (
+    "--workload sebs --intensity 120 --cores 4 --cold-start 0.5 --memory-mb 4096 "
+    "--footprint-mb 25 --no-warmup --policy fc --policy fifo"
+)
+
+
+def test_the_keep_alive_and_create_ahead_figures_in_policies_md():
+    text = doc("docs/policies.md")
+    assert f"ow-invoker simulate {KEEP_ALIVE} [--footprint-mb 25]" in flat(text)
+    assert f"ow-invoker simulate {AHEAD} [--create-ahead 8]" in flat(text)
+    sample = KEEP_ALIVE.replace("tests/data", str(ROOT / "tests" / "data"))
+    rows = text[text.index("| keep-alive | policy |") :].splitlines()[2:6]
+    for row in rows:
+        keep_alive, policy, *cells = (c.strip() for c in row.strip("|").split("|"))
+        run = simulate(sample + ("" if keep_alive.startswith("limit") else " --footprint-mb 25"))
+        r = run[policy]
+        keys = ("mean_response_s", "p50_response_s", "p99_response_s", "mean_stretch")
+        assert all(same(r[k], shown) for k, shown in zip(keys, cells[:4], strict=True)), row
+        assert int(cells[4]) == r["cold_starts"], row
+    before, after = simulate(AHEAD), simulate(AHEAD + " --create-ahead 8")
+    fc0, fc8 = before["fc"]["mean_response_s"], after["fc"]["mean_response_s"]
+    fifo0, fifo8 = before["fifo"]["mean_response_s"], after["fifo"]["mean_response_s"]
+    said = (
+        f"takes `fc`'s mean response from {fc0:.2f} s to {fc8:.2f} s ({fc8 / fc0:.2f}{TIMES}) "
+        f"and `fifo`'s from {fifo0:.2f} s to {fifo8:.2f} s ({fifo8 / fifo0:.2f}{TIMES}), with "
+        f"the same cold starts ({after['fc']['cold_starts']} and {after['fifo']['cold_starts']})"
+    )
+    assert said in flat(text)
+    assert [before[p]["cold_starts"] for p in ("fc", "fifo")] == [30, 26]
+
+
+def test_the_gittins_aged_row_of_seed_2_at_1_12_in_policies_md():
+    """``gittins-aged``'s overloaded slice where it changes ``gittins`` most (seed 2, load
+    1.12, 24 cores, 32 GB), re-simulated; the rest is in its committed output
+    (benchmarks/results/bench_heavy_tail.gittins-aged.txt)."""
+    section = doc("docs/policies.md").split("### Aging: `gittins-aged`")[1]
+    row = next(
+        line
+        for line in section.splitlines()
+        if line.startswith("| seed 2, 1.12, 24 cores | `gittins-aged` |")
+    )
+    shown = [c.strip() for c in row.strip("|").split("|")][2:5]
+    functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
+    spec = SliceSpec(functions=16, start_minute=0, minutes=20, max_duration_s=60.0, seed=2)
+    trace = [replace(c, memory_mb=256) for c in draw_slice(functions, spec)]
+    r = simulate_trace(trace, "gittins-aged", SimulationSettings(cores=24, user_memory_mb=32768))
+    expected = (r["mean_response_s"], r["p99_response_s"], r["mean_stretch"])
+    assert shown == [f"{x:.2f}" for x in expected]
+
+
+def test_the_simulator_columns_of_gittins_aged_live_on_one_core_in_policies_md():
+    """The live table's simulated columns (bench_policies_live.py --mix azure --scale 0.12:
+    the same trace, one core), where a late call gets a quarter of the core
+    (policies.attained.partial_weight): the live columns carry their date and output."""
+    section = doc("docs/policies.md").split("### Aging: `gittins-aged`")[1].split("\n## ")[0]
+    rows = table(section, "| policy | live mean R |")
+    functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
+    spec = SliceSpec(functions=8, start_minute=1200, minutes=2, max_duration_s=20.0, time_scale=0.5)
+    trace = [
+        TraceCall(c.arrival_s, c.function, c.duration_s * 0.12) for c in draw_slice(functions, spec)
+    ]
+    assert set(rows) == {"`openwhisk`", "`fc`", "`gittins`", "`gittins-aged`"}
+    for name, cells in rows.items():
+        settings = SimulationSettings(cores=1, user_memory_mb=8192)
+        r = simulate_trace(trace, name.strip("`"), settings)
+        expected = [
+            f"{r['mean_response_s']:.2f} s",
+            f"{r['p99_response_s']:.2f} s",
+            f"{r['mean_stretch']:.1f}",
+        ]
+        assert cells[3:6] == expected, name

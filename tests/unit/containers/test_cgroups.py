@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from containers import cgroups
+from containers.process.backend import nice_of
 
 HYBRID_CGROUP = """\
 9:name=systemd:/
@@ -78,3 +81,29 @@ def test_find_leftovers_matches_the_prefix_only(tmp_path: Path) -> None:
 def test_probe_reports_something() -> None:
     support = cgroups.probe("wskprobetest")
     assert support.usable or support.reason
+
+
+def test_a_cpu_weight_is_written_as_v2_weight_or_v1_shares(tmp_path: Path) -> None:
+    mem, cpu = tmp_path / "memory", tmp_path / "cpu"
+    mem.mkdir()
+    cpu.mkdir()
+    (cpu / "cpu.shares").write_text("1024")
+    assert cgroups.ContainerCgroup(1, mem, cpu).set_cpu_weight(10)
+    assert (cpu / "cpu.shares").read_text() == "102"
+    assert not cgroups.ContainerCgroup(1, mem).set_cpu_weight(10)  # no cpu hierarchy
+    assert not cgroups.ContainerCgroup(2, mem).set_cpu_weight(10)  # cpu not delegated
+    (mem / "cpu.weight").write_text("100")
+    assert cgroups.ContainerCgroup(2, mem).set_cpu_weight(10_000)
+    assert (mem / "cpu.weight").read_text() == "10000"
+
+
+def test_cpu_weights_map_to_shares_as_the_kernel_does() -> None:
+    assert cgroups.cpu_shares_of(cgroups.DEFAULT_CPU_WEIGHT) == 1024
+    assert [cgroups.cpu_shares_of(w) for w in (1, 50, 10_000)] == [10, 512, 102_400]
+    for bad in (0, 10_001, -1):
+        with pytest.raises(ValueError, match=r"cpu\.weight"):
+            cgroups.check_cpu_weight(bad)
+
+
+def test_without_a_cpu_controller_a_weight_is_the_nice_value_of_the_same_cfs_weight() -> None:
+    assert [nice_of(w) for w in (1, 10, 100, 1000, 10_000)] == [19, 10, 0, -10, -20]

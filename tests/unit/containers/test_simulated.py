@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from containers.simulated import SimulatedCpu
+from containers.simulated import SimulatedCpu, _Job, stretch, weighted_speeds
 from whisk.clock import VirtualClock, VirtualTimeLoop, VirtualTimeStalled
 
 CORE = frozenset({0})
@@ -93,3 +93,78 @@ def test_the_watchdog_lets_a_burst_at_one_instant_and_moving_time_run():
         assert loop.run_until_complete(burst()) == pytest.approx(2000e-6)
     finally:
         loop.close()
+
+
+def _jobs(weights: list[int], wait: float = 0.0) -> list[_Job]:
+    loop = asyncio.new_event_loop()
+    try:
+        return [
+            _Job(1.0, 1.0, wait, CORE, loop.create_future(), i, w) for i, w in enumerate(weights)
+        ]
+    finally:
+        loop.close()
+
+
+def test_weights_share_cores_by_water_filling_never_strictly():
+    # 2 cores, two weight-10000 calls and a weight-1 one: the first two nearly a core each,
+    # the last its 1 / 20001 of the two (CFS gives the least weight its share too).
+    speeds = weighted_speeds(_jobs([10_000, 10_000, 1]), 2)
+    assert speeds == pytest.approx([20_000 / 20_001] * 2 + [2 / 20_001])
+    # A call whose weight alone would give it more than a core is capped at one.
+    assert weighted_speeds(_jobs([10_000, 1, 1]), 2) == pytest.approx([1.0, 0.5, 0.5])
+
+
+def test_weighted_calls_that_wait_use_no_more_than_the_cores():
+    jobs = _jobs([10_000, 100, 1, 1], wait=1.0)  # each call half CPU, half waiting
+    speeds = weighted_speeds(jobs, 1)
+    used = sum(j.cpu / (j.wait + j.cpu / s) for j, s in zip(jobs, speeds, strict=True))
+    assert used == pytest.approx(1.0)
+    assert speeds[0] > speeds[1] > speeds[2] == speeds[3]
+
+
+def test_equal_weights_give_the_unweighted_rates_exactly():
+    # Not only close: every existing figure of the simulator stays bit-identical.
+    cpu = SimulatedCpu()
+
+    async def main() -> None:
+        a = cpu.submit(3.0, CORE, 1.0, weight=7)
+        b = cpu.submit(1.0, CORE, weight=7)
+        assert cpu._rates() == {
+            a.jid: 1.0 / (2.0 + 1.0 * stretch([a, b], 1)),
+            b.jid: 1.0 / (1.0 * stretch([a, b], 1)),
+        }
+        await asyncio.gather(cpu.wait(a), cpu.wait(b))
+
+    loop = VirtualTimeLoop(VirtualClock(0.0))
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_a_reweighed_call_takes_the_core_at_once():
+    # Two 1 s calls on one core; at 0.5 s the second is given weight 10000: it ends about
+    # 0.5 + 0.75 s later (it had 0.75 s left), the first at 2 s (the core never idles).
+    cpu = SimulatedCpu()
+    ends: dict[str, float] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = cpu.submit(1.0, CORE), cpu.submit(1.0, CORE)
+
+        async def until(name: str, job: _Job) -> None:
+            await cpu.wait(job)
+            ends[name] = loop.time()
+
+        both = asyncio.gather(until("a", a), until("b", b))
+        await asyncio.sleep(0.5)
+        cpu.reweigh(b, 10_000)
+        await both
+
+    loop = VirtualTimeLoop(VirtualClock(0.0))
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert ends["b"] == pytest.approx(0.5 + 0.75 * 10_100 / 10_000, rel=1e-3)
+    assert ends["a"] == pytest.approx(2.0)

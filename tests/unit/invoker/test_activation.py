@@ -94,6 +94,7 @@ class Node:
         self.metrics = InvokerMetrics()
         self.runner = ActivationRunner(self.pool, self.acks, self.records, self.clock, self.metrics)
         self._read = 0
+        self.runner_jobs: list[Job] = []  # every job given to the runner
         # What a test looks at once the container and the core are free, before the answer.
         self.before_answer: Callable[[], Awaitable[None]] | None = None
 
@@ -143,6 +144,7 @@ class Node:
             content=content or {SIM_DURATION: 0.5},
         )
         job = Job(dumps(msg.to_json()), action, 0, 0, self.clock.now(), max_payload=max_payload)
+        self.runner_jobs.append(job)
         key = WarmKey("guest", action.docid, action.revision)
         lease = self.pool.reserve(key, action.kind, action.limits.memory_mb)
         assert lease is not None
@@ -205,6 +207,32 @@ def test_a_blocking_call_gets_its_result_at_once_then_its_completion_and_record(
         assert second.status is StatusCode.SUCCESS and second.annotation("initTime") is None
         samples = node.metrics.registry.get_sample_value
         assert samples("invoker_activations_total", {"status": "success"}) == 2
+
+    node_test(tmp_path, body)
+
+
+def test_the_runner_awaits_the_cpu_order_as_a_call_enters_init_and_run(tmp_path):
+    """``rank_call``: an attained-service order ranks a call as it initialises its container
+    (:attr:`Job.in_init`) and as it enters /run with its CPU measured (:attr:`Job.in_run`),
+    not at its start; each request waits for it (the weights are in force before it)."""
+
+    async def body(node: Node) -> None:
+        seen: list[tuple[float, str]] = []
+
+        async def rank_call() -> None:
+            (job,) = [j for j in node.runner_jobs if j.in_init or j.in_run]
+            seen.append((node.loop.time() - t0, "init" if job.in_init else "run"))
+            await asyncio.sleep(0.5)  # each request waits: the call takes 0.5 s longer
+
+        node.runner.rank_call = rank_call
+        t0 = node.loop.time()
+        await node.call({SIM_DURATION: 2.0})  # cold: /init, then /run
+        first = node.loop.time() - t0
+        await node.call({SIM_DURATION: 1.0})  # warm: /run only
+        assert [where for _, where in seen] == ["init", "run", "run"]
+        assert seen[0][0] + 0.5 <= seen[1][0] < 2.0 and first <= seen[2][0] < first + 0.1
+        assert node.loop.time() - t0 >= 2.0 + 1.0 + 3 * 0.5
+        assert all(j.in_init is None and j.in_run is None for j in node.runner_jobs)
 
     node_test(tmp_path, body)
 

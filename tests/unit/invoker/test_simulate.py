@@ -84,6 +84,18 @@ def test_baseline_shares_one_core_by_processor_sharing():
     assert result["cold_starts"] == 1  # the second S needs a container of its own
 
 
+@pytest.mark.parametrize(("ahead", "responses"), [(0, [2.0, 3.99, 5.98]), (2, [2.0, 2.99, 3.98])])
+def test_containers_created_ahead_spare_the_core_their_cold_start(ahead, responses):
+    """One core, 1 s cold starts, three 1 s calls of three actions: without creating ahead,
+    each call holds the core through its container's creation; with it, the two that
+    wait get theirs made while the first runs, and only the first cold start is waited."""
+    trace = [TraceCall(0.0, "a", 1.0), TraceCall(0.01, "b", 1.0), TraceCall(0.02, "c", 1.0)]
+    settings = SimulationSettings(cores=1, cold_start_s=1.0, warmup=False, create_ahead=ahead)
+    result = simulate(trace, "fifo", settings)
+    assert result["mean_response_s"] == pytest.approx(sum(responses) / 3, abs=1e-6)
+    assert result["cold_starts"] == 3
+
+
 def test_paper_ordering_on_the_sebs_mix():
     trace = uniform_workload(intensity=120, cores=4, seed=1)
     r = {
