@@ -1,7 +1,7 @@
 """The real services, started and stopped through scripts/services.sh (the script a developer
-uses): Apache Kafka, a CouchDB-API server (pouchdb-server), Toxiproxy, Podman's Docker API and
-a Docker Engine, each on the ports and state dir it is given, so that a local deployment is never
-touched. The test suite's fixtures (tests/conftest.py, tests/services.py) and the benchmarks
+uses): Apache Kafka, a CouchDB-API server (pouchdb-server), etcd, Toxiproxy, Podman's Docker API
+and a Docker Engine, each on the ports and state dir it is given, so that a local deployment is
+never touched. The test suite's fixtures (tests/conftest.py, tests/services.py) and the benchmarks
 (benchmarks/common.py) both stand on these classes."""
 
 from __future__ import annotations
@@ -294,6 +294,49 @@ class ExternalCouchDB(_External, CouchDBService):
     @property
     def url(self) -> str:
         return self._url
+
+
+# ------------------------------------------------------------------------------------------
+class EtcdService(ManagedService):
+    """etcd 3.4 (Debian's etcd-server), one member: `hosts` is "127.0.0.1:<port>", in the
+    form of CONFIG_whisk_etcd_hosts; `url` its client URL (v3 gRPC and the JSON gateway)."""
+
+    name = "etcd"
+    component = "etcd"
+
+    def __init__(self, state_root: Path, port: int, peer_port: int):
+        self.host = "127.0.0.1"
+        self.port = port
+        self.peer_port = peer_port
+        super().__init__(
+            state_root,
+            {"ETCD_HOST": self.host, "ETCD_PORT": str(port), "ETCD_PEER_PORT": str(peer_port)},
+        )
+
+    @property
+    def hosts(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.hosts}"
+
+    def check_installed(self) -> None:
+        if shutil.which("etcd") is None:
+            raise ServiceMissing(f"etcd is not installed: {_install_hint('etcd')}")
+
+
+class ExternalEtcd(_External, EtcdService):
+    def __init__(self, hosts: str):
+        self.name = "etcd"
+        host, _, port = hosts.split(",")[0].rpartition(":")
+        self.host, self.port = host, int(port)
+        self._hosts = hosts
+        self.started = False
+
+    @property
+    def hosts(self) -> str:
+        return self._hosts
 
 
 # ------------------------------------------------------------------------------------------

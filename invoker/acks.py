@@ -5,6 +5,9 @@ large for the topic is re-sent shrunk (the activation id instead of the record; 
 controller then reads the record from the database). While the bus is unreachable sends
 are retried with back-off, so an ack is never dropped; the caller's activation stays
 unfinished (its offset uncommitted) until the ack is out.
+
+Calls of :data:`HEALTH_CONTROLLER` get none: that is the scheduler mode's own health test
+(invoker.fpc.health), whose ``completedhealth`` topic no controller reads.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from whisk.bus import MessageTooLarge, Producer
 from whisk.protocol import ActivationRecord, combined_ack, completion_ack, dumps, result_ack
 
 log = logging.getLogger(__name__)
+
+HEALTH_CONTROLLER = "health"  # upstream's ControllerInstanceId("health")
 
 
 class AckSender:
@@ -49,6 +54,8 @@ class AckSender:
         shrink: dict[str, Any] | None,
         urgent: bool = True,
     ) -> None:
+        if controller == HEALTH_CONTROLLER:
+            return
         topic = self.topic(controller)
         value = dumps(ack)
         producer = self.producer if urgent else self.bulk_producer

@@ -1,7 +1,8 @@
 """The invoker's HTTP server (spec 4.6): ``/ping``, ``/health`` and ``/metrics`` open;
 ``/enable``, ``/disable``, ``/isEnabled`` (the stock invoker's three), ``/status``,
-``/activations``, ``/pool`` and ``/scheduler`` behind basic auth. docs/operations.md
-documents them.
+``/activations``, ``/pool`` and ``/scheduler`` behind basic auth; in the scheduler mode
+``/pool`` is FPCInvokerServer's (the container counts) and ``/pool/count`` is added.
+docs/operations.md documents them.
 
 ``/ping`` answers ``pong`` while the process serves HTTP, as the stock invoker's does;
 ``/health`` answers 200 only while the node can work (the same condition under which it
@@ -125,7 +126,15 @@ def admin_app(invoker: Invoker) -> web.Application:
         return web.json_response(nodeview.scheduler(invoker, limit))
 
     async def pool(_: web.Request) -> web.Response:
+        if invoker.fpc is not None:  # FPCInvokerServer's: upstream's TotalContainerPoolState
+            return web.json_response(invoker.fpc.pool_state())
         return web.json_response(nodeview.pool(invoker))
+
+    async def pool_count(_: web.Request) -> web.Response:
+        """FPCInvokerServer's: containers busy, paused and in progress, as a bare number."""
+        if invoker.fpc is None:
+            return web.Response(status=404, text="the scheduler mode's (--mode fpc)")
+        return web.json_response(invoker.fpc.pool_count())
 
     app = web.Application(middlewares=[auth])
     app.add_routes(
@@ -139,6 +148,8 @@ def admin_app(invoker: Invoker) -> web.Application:
             web.get("/status", status),
             web.get("/activations", activations),
             web.get("/pool", pool),
+            web.get("/pool/", pool),
+            web.get("/pool/count", pool_count),
             web.get("/scheduler", scheduler),
         ]
     )

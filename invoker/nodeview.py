@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from containers.placement import SlotState
+from containers.placement import SlotState, charged_mb
 from invoker.calltimes import RESPONSE_EDGES_S, STRETCH_EDGES
 from whisk.protocol import ProtocolError, parse_activation
 
@@ -242,6 +242,7 @@ def pool(invoker: Invoker) -> dict[str, Any]:
                 "name": slot.container.name if slot.container else None,
                 "kind": slot.kind,
                 "memoryMB": slot.memory_mb,
+                "chargedMB": charged_mb(slot),  # its footprint while kept, once measured
                 "state": slot.state.value,
                 "action": action,
                 "namespace": slot.key.namespace if slot.key else None,
@@ -256,6 +257,8 @@ def pool(invoker: Invoker) -> dict[str, Any]:
     return {
         "userMemoryMB": invoker.config.user_memory_mb,
         "usedMemoryMB": p.used_memory_mb,
+        "keptMemoryMB": p.kept_memory_mb,
+        "keepAlive": invoker.config.keep_alive,
         "byState": {state: n for state, n in state_counts(invoker)},
         "byKind": {
             kind: dict(counts) for kind, counts in sorted(kind_state_counts(invoker).items())
@@ -286,7 +289,7 @@ def kind_state_counts(invoker: Invoker) -> dict[str, Counter[str]]:
 def memory_by_state(invoker: Invoker) -> dict[str, int]:
     mb: Counter[str] = Counter()
     for slot in invoker.pool.slots.values():
-        mb[slot.state.value] += slot.memory_mb
+        mb[slot.state.value] += charged_mb(slot)
     return {state: mb[state] for state in STATES}
 
 

@@ -393,6 +393,52 @@ def _hocon(name: str, env: Mapping[str, str]) -> Values:
     return {}
 
 
+_REACTIVE = "org.apache.openwhisk.core.invoker."
+_MODES = {  # (InvokerProvider, InvokerServerProvider) -> mode
+    "InvokerReactive": "sharding",
+    "DefaultInvokerServer": "sharding",
+    "FPCInvokerReactive": "fpc",
+    "FPCInvokerServer": "fpc",
+}
+_SPI_PAIR = ("CONFIG_whisk_spi_InvokerProvider", "CONFIG_whisk_spi_InvokerServerProvider")
+
+
+def _invoker_spi(name: str, env: Mapping[str, str]) -> Values:
+    """The invoker and its server choose the mode together: both sharding (``InvokerReactive``,
+    ``DefaultInvokerServer``) or both the scheduler's (``FPCInvokerReactive``,
+    ``FPCInvokerServer``); one given alone chooses for both."""
+    modes = {}
+    for var in _SPI_PAIR:
+        if not (value := env.get(var, "").strip()):
+            continue
+        cls = value.removeprefix(_REACTIVE)
+        if not value.startswith(_REACTIVE) or cls not in _MODES:
+            raise _fail(
+                var,
+                value,
+                "InvokerReactive/DefaultInvokerServer (the sharding mode) or "
+                "FPCInvokerReactive/FPCInvokerServer (the scheduler mode)",
+            )
+        modes[var] = _MODES[cls]
+    if len(set(modes.values())) > 1:
+        raise _fail(name, env[name], f"does not go with {dict(modes)}: both or neither FPC")
+    return {"mode": modes[name]}
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A HOCON list as the environment gives it: ``["a","b"]`` or ``a,b``."""
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1:-1] if text.endswith("]") else text[1:]
+    return tuple(n.strip().strip("\"'") for n in text.split(",") if n.strip().strip("\"'"))
+
+
+def _seconds(text: str) -> int:
+    """A Long of seconds (stock), or a duration."""
+    text = text.strip()
+    return int(text) if text.isdigit() else round(parse_duration_s(text))
+
+
 # -- the catalogue ---------------------------------------------------------------------------
 
 _WHISKS_DB = _database(
@@ -401,7 +447,7 @@ _WHISKS_DB = _database(
 _ACTIVATIONS_DB = _database(
     "db_activations", "CONFIG_whisk_couchdb_databases_WhiskActivation", "DB_WHISK_ACTIVATIONS"
 )
-_NOT_FPC = "ow-invoker is an invoker for the ShardingContainerPoolBalancer, not the scheduler"
+_SCHEDULER = "the scheduler's: the invoker reads its address from each creation message"
 _JVM = "an option of the JVM, which ow-invoker does not run on"
 _CONTROLLER = "a controller setting: the invoker gets what it needs in each message"
 
@@ -439,7 +485,8 @@ CATALOGUE: tuple[Var, ...] = (
     Var(
         "CONFIG_whisk_kafka_producer_<key>",
         "refused",
-        why="ow-invoker's Kafka producers use the stock defaults (acks=1, 30 s requests)",
+        why="ow-invoker's Kafka producers are idempotent (acks=all, 30 s requests): "
+        "a retried ack is never a duplicate",
     ),
     Var(
         "CONFIG_whisk_kafka_consumer_<key>",
@@ -582,7 +629,11 @@ CATALOGUE: tuple[Var, ...] = (
         "honoured",
         _to("pause_grace_s", parse_duration_s),
     ),
-    Var("CONFIG_whisk_containerProxy_timeouts_keepingDuration", "ignored", why=_NOT_FPC),
+    Var(
+        "CONFIG_whisk_containerProxy_timeouts_keepingDuration",
+        "ignored",
+        why="a kept container is removed after idleContainer (idle_timeout_s), in both modes",
+    ),
     Var(
         "CONFIG_whisk_containerPool_<key>",
         "ignored",
@@ -607,16 +658,8 @@ CATALOGUE: tuple[Var, ...] = (
     Var("CONFIG_whisk_invoker_protocol", "honoured", _invoker_https),
     Var("CONFIG_whisk_invoker_https_<key>", "honoured", _invoker_https),
     # What the invoker is
-    Var(
-        "CONFIG_whisk_spi_InvokerProvider",
-        "honoured",
-        _one_of("org.apache.openwhisk.core.invoker.InvokerReactive", why=_NOT_FPC),
-    ),
-    Var(
-        "CONFIG_whisk_spi_InvokerServerProvider",
-        "honoured",
-        _one_of("org.apache.openwhisk.core.invoker.DefaultInvokerServer", why=_NOT_FPC),
-    ),
+    Var("CONFIG_whisk_spi_InvokerProvider", "honoured", _invoker_spi),
+    Var("CONFIG_whisk_spi_InvokerServerProvider", "honoured", _invoker_spi),
     Var(
         "CONFIG_whisk_spi_LogStoreProvider",
         "honoured",
@@ -639,12 +682,23 @@ CATALOGUE: tuple[Var, ...] = (
         "refused",
         why="an SPI ow-invoker has no counterpart for",
     ),
-    Var("CONFIG_whisk_invoker_resource_tags", "ignored", why=_NOT_FPC),
-    Var("CONFIG_whisk_invoker_dedicated_namespaces", "ignored", why=_NOT_FPC),
-    Var("CONFIG_whisk_invoker_containerCreation_maxPeek", "ignored", why=_NOT_FPC),
-    Var("CONFIG_whisk_scheduler_<key>", "ignored", why=_NOT_FPC),
-    Var("CONFIG_whisk_etcd_<key>", "ignored", why=_NOT_FPC),
-    Var("CONFIG_whisk_cluster_name", "ignored", why=_NOT_FPC),
+    # The scheduler ("FPC") mode
+    Var("CONFIG_whisk_invoker_resource_tags", "honoured", _to("resource_tags", _names)),
+    Var(
+        "CONFIG_whisk_invoker_dedicated_namespaces",
+        "honoured",
+        _to("dedicated_namespaces", _names),
+    ),
+    Var("CONFIG_whisk_invoker_containerCreation_maxPeek", "honoured", _to("max_peek", int)),
+    Var("CONFIG_whisk_etcd_hosts", "honoured", _to("etcd_hosts")),
+    Var("CONFIG_whisk_etcd_lease_timeout", "honoured", _to("etcd_lease_timeout_s", _seconds)),
+    Var(
+        "CONFIG_whisk_etcd_<key>",
+        "ignored",
+        why="the stock etcd client's internals (its thread pool): ow-invoker's has none",
+    ),
+    Var("CONFIG_whisk_cluster_name", "honoured", _to("cluster_name")),
+    Var("CONFIG_whisk_scheduler_<key>", "ignored", why=_SCHEDULER),
     # Limits: the controller's
     Var("CONFIG_whisk_memory_<key>", "honoured", _limits),
     Var("CONFIG_whisk_timeLimit_<key>", "honoured", _limits),

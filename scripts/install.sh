@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the real services and tools the tests and a local run need, cached under .cache/.
 #
-#   scripts/install.sh [core|console|python|kafka|couchdb|toxiproxy|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
+#   scripts/install.sh [core|console|python|kafka|couchdb|etcd|toxiproxy|podman|docker|images|wsk|aio|openwhisk-js|serverless|browser|all]...
 #
 # core: the package alone and the sandbox's system packages (what `scripts/run.sh` needs);
 # sandbox: slirp4netns and libseccomp (Debian) for the process backend's sandbox; console: the live console's chart
@@ -11,7 +11,8 @@
 # the tests drive when `wsk` cannot be built (the Go proxy refuses openwhisk-cli); browser:
 # Debian's chromium and playwright-core (no browser download), for the console's browser test;
 # serverless: the Serverless Framework v3 and its serverless-openwhisk plugin (npm), a client;
-# toxiproxy: Shopify's TCP fault proxy, built from the Go module proxy (the chaos tests).
+# toxiproxy: Shopify's TCP fault proxy, built from the Go module proxy (the chaos tests);
+# etcd: Debian's etcd-server (etcd 3.4, the scheduler mode's registry), started by services.sh.
 #
 # Idempotent: each component writes a stamp when it is complete and is skipped when its stamp
 # matches. Remove .cache/<component> (or set OW_FORCE_INSTALL=1) to reinstall. See docs/services.md.
@@ -249,6 +250,32 @@ install_docker() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Debian's etcd-server (etcd 3.4, what a stock scheduler ("FPC") deployment runs): only the
+# package; the server is started by `scripts/services.sh start etcd` on the project's ports and
+# state dir, never as the system's service (here policy-rc.d keeps apt from starting that one;
+# where apt does start it, it holds etcd's default ports 2379/2380, not the tests').
+install_etcd() {
+    local dir="$CACHE/etcd" have
+    mkdir -p "$dir"
+    have="$(dpkg-query -W -f '${Version}' etcd-server 2>/dev/null || true)"
+    if [[ -n "$have" ]] && command -v etcd >/dev/null && stamp_ok "$dir" "etcd-server@$have"; then
+        log "etcd: etcd-server $have already installed"
+        return
+    fi
+    if [[ -z "$have" ]] || ! command -v etcd >/dev/null; then
+        [[ "$(id -u)" == 0 ]] || die "etcd: need root to apt-get install etcd-server"
+        log "etcd: apt-get install etcd-server"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+            etcd-server >/dev/null || die "etcd: apt-get install etcd-server failed"
+        have="$(dpkg-query -W -f '${Version}' etcd-server)"
+    fi
+    etcd --version >&2 || die "etcd: etcd does not run"
+    stamp_write "$dir" "etcd-server@$have"
+}
+
+# ---------------------------------------------------------------------------------------------
 install_wsk() {
     local dir="$CACHE/bin" want="openwhisk-cli@$WSK_CLI_VERSION"
     local marker="$CACHE/wsk"
@@ -453,47 +480,78 @@ main() {
     local expanded=()
     for c in "${comps[@]}"; do
         case "$c" in
-            all) expanded+=(sandbox python console kafka couchdb toxiproxy podman docker wsk aio openwhisk-js serverless browser) ;;
-            core | sandbox | console | python | kafka | couchdb | toxiproxy | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
+            all) expanded+=(sandbox python console kafka couchdb etcd toxiproxy podman docker wsk aio openwhisk-js serverless browser) ;;
+            core | sandbox | console | python | kafka | couchdb | etcd | toxiproxy | podman | docker | images | wsk | aio | openwhisk-js | serverless | browser)
                 expanded+=("$c")
                 ;;
             -h | --help)
-                sed -n '2,17p' "${BASH_SOURCE[0]}"
+                sed -n '2,18p' "${BASH_SOURCE[0]}"
                 exit 0
                 ;;
-            *) die "unknown component '$c' (core sandbox console python kafka couchdb toxiproxy podman docker images wsk aio openwhisk-js serverless browser all)" ;;
+            *) die "unknown component '$c' (core sandbox console python kafka couchdb etcd toxiproxy podman docker images wsk aio openwhisk-js serverless browser all)" ;;
         esac
     done
     mkdir -p "$CACHE"
-    local rc=0 wsk_optional=0
-    [[ " ${comps[*]} " == *" all "* ]] && wsk_optional=1
+    WSK_OPTIONAL=0
+    [[ " ${comps[*]} " == *" all "* ]] && WSK_OPTIONAL=1
+    # The npm components (a minute of native build for pouchdb-server's leveldown, the rest
+    # network) share nothing with the others: asked for with python, they install beside it,
+    # their output shown once they are done, so a fresh machine waits for the longer of the
+    # two, not their sum. A failure anywhere still ends the install with an error (set -e).
+    local npm=() others=() c
     for c in "${expanded[@]}"; do
         case "$c" in
-            core) timed sandbox install_sandbox && timed core install_core ;;
-            sandbox) timed sandbox install_sandbox ;;
-            console) timed console install_console ;;
-            browser) timed browser install_browser ;;
-            python) timed python install_python ;;
-            aio) timed aio install_aio ;;
-            serverless) timed serverless install_serverless ;;
-            kafka) timed kafka install_kafka ;;
-            couchdb) timed couchdb install_couchdb ;;
-            toxiproxy) timed toxiproxy install_toxiproxy ;;
-            podman) timed podman install_podman ;;
-            docker) timed docker install_docker ;;
-            images) timed images "$ROOT/scripts/images.sh" ;;
-            openwhisk-js) timed openwhisk-js install_openwhisk_js ;;
-            wsk)
-                # The Go module proxy may refuse openwhisk-cli (it does on the project's
-                # machines): as part of "all" that is a warning, the wsk_cli fixture then skips
-                # with the recorded reason; asked for alone it is an error.
-                if ! timed wsk install_wsk; then
-                    ((wsk_optional)) || rc=1
-                fi
-                ;;
+            console | couchdb | aio | openwhisk-js | serverless | browser) npm+=("$c") ;;
+            *) others+=("$c") ;;
         esac
     done
+    if ((${#npm[@]})) && [[ " ${others[*]} " == *" python "* ]]; then
+        NPM_LOG="$CACHE/install-npm.log"
+        (for c in "${npm[@]}"; do install_one "$c"; done) >"$NPM_LOG" 2>&1 &
+        NPM_PID=$!
+        trap npm_done EXIT # also when a component of the others fails
+        for c in "${others[@]}"; do install_one "$c"; done
+        npm_done
+    else
+        for c in "${expanded[@]}"; do install_one "$c"; done
+    fi
+}
+
+npm_done() { # the npm components' end: their output, their status
+    [[ -n "${NPM_PID:-}" ]] || return 0
+    local pid="$NPM_PID" rc=0
+    NPM_PID=""
+    wait "$pid" || rc=$?
+    cat "$NPM_LOG" >&2
+    rm -f "$NPM_LOG"
     return "$rc"
+}
+
+install_one() { # install_one COMPONENT: install it, timed; non-zero when it failed
+    case "$1" in
+        core) timed sandbox install_sandbox && timed core install_core ;;
+        sandbox) timed sandbox install_sandbox ;;
+        console) timed console install_console ;;
+        browser) timed browser install_browser ;;
+        python) timed python install_python ;;
+        aio) timed aio install_aio ;;
+        serverless) timed serverless install_serverless ;;
+        kafka) timed kafka install_kafka ;;
+        couchdb) timed couchdb install_couchdb ;;
+        etcd) timed etcd install_etcd ;;
+        toxiproxy) timed toxiproxy install_toxiproxy ;;
+        podman) timed podman install_podman ;;
+        docker) timed docker install_docker ;;
+        images) timed images "$ROOT/scripts/images.sh" ;;
+        openwhisk-js) timed openwhisk-js install_openwhisk_js ;;
+        wsk)
+            # The Go module proxy may refuse openwhisk-cli (it does on the project's
+            # machines): as part of "all" that is a warning, the wsk_cli fixture then skips
+            # with the recorded reason; asked for alone it is an error.
+            timed wsk install_wsk || ((WSK_OPTIONAL))
+            ;;
+        *) return 1 ;;
+    esac
 }
 
 main "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start, stop and inspect the real services, all bound to 127.0.0.1.
 #
-#   scripts/services.sh start|stop|status|restart|kill|freeze|thaw|clean <kafka|couchdb|toxiproxy|podman|docker|all>...
+#   scripts/services.sh start|stop|status|restart|kill|freeze|thaw|clean <kafka|couchdb|etcd|toxiproxy|podman|docker|all>...
 #
 # Each service runs in its own session (setsid), with a PID file and a log file in its state
 # dir ($OW_STATE_DIR/<service>, default .state/<service>). "start" returns once the service
@@ -48,6 +48,11 @@ COUCHDB_PORT="${COUCHDB_PORT:-5984}"
 COUCHDB_USER="${COUCHDB_USER:-whisk_admin}"
 COUCHDB_PASSWORD="${COUCHDB_PASSWORD:-some_passw0rd}"
 COUCHDB_START_TIMEOUT="${COUCHDB_START_TIMEOUT:-30}"
+
+ETCD_HOST="${ETCD_HOST:-127.0.0.1}"
+ETCD_PORT="${ETCD_PORT:-2379}"
+ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
+ETCD_START_TIMEOUT="${ETCD_START_TIMEOUT:-30}"
 
 TOXIPROXY_HOST="${TOXIPROXY_HOST:-127.0.0.1}"
 TOXIPROXY_PORT="${TOXIPROXY_PORT:-8474}"
@@ -129,11 +134,13 @@ launch() {
     local svc="$1" sd
     shift
     sd="$(state_dir "$svc")"
-    mkdir -p "$sd"
+    mkdir -p "$sd/tmp"
     : >"$(log_file "$svc")"
     # Not a process-group leader here (no job control), so setsid execs in place: $! is the
-    # service's own PID.
-    (cd "$sd" && exec setsid "$@" </dev/null >>"$(log_file "$svc")" 2>&1) &
+    # service's own PID. Its temporary files go below its state dir, not the host's /tmp:
+    # dockerd's containerd, say, writes containerd.<pid>.stacks.log to $TMPDIR when dockerd
+    # kills it for failing its health check.
+    (cd "$sd" && TMPDIR="$sd/tmp" exec setsid "$@" </dev/null >>"$(log_file "$svc")" 2>&1) &
     printf '%s' "$!" >"$(pid_file "$svc")"
 }
 
@@ -274,6 +281,29 @@ EOF
         --dir "$sd/data/" --config "$sd/config.json" -n
     wait_ready couchdb "$COUCHDB_START_TIMEOUT" couchdb \
         "http://$COUCHDB_HOST:$COUCHDB_PORT" "$COUCHDB_USER" "$COUCHDB_PASSWORD"
+}
+
+# ---------------------------------------------------------------------------------------------
+# etcd (Debian's etcd-server 3.4): a single-member cluster, its client port (v3 gRPC and the
+# JSON gateway /v3/...) and peer port on ETCD_HOST only, its data in the state dir.
+start_etcd() {
+    local sd client peer
+    sd="$(state_dir etcd)"
+    command -v etcd >/dev/null || die "etcd is not installed: run scripts/install.sh etcd"
+    for p in "$ETCD_PORT" "$ETCD_PEER_PORT"; do
+        port_in_use "$ETCD_HOST" "$p" && die "etcd: $ETCD_HOST:$p is already in use"
+    done
+    mkdir -p "$sd/data"
+    chmod 700 "$sd/data" # etcd warns about (and 3.5 refuses) a data dir others can read
+    client="http://$ETCD_HOST:$ETCD_PORT"
+    peer="http://$ETCD_HOST:$ETCD_PEER_PORT"
+    log "etcd: starting on $client (peer $peer), data in $sd/data"
+    launch etcd etcd --name ow --data-dir "$sd/data" \
+        --listen-client-urls "$client" --advertise-client-urls "$client" \
+        --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+        --initial-cluster "ow=$peer" --initial-cluster-state new \
+        --logger zap --log-outputs stderr
+    wait_ready etcd "$ETCD_START_TIMEOUT" etcd "$client"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -519,9 +549,9 @@ main() {
     local svcs=()
     for s in "$@"; do
         case "$s" in
-            all) svcs+=(kafka couchdb toxiproxy podman docker) ;;
-            kafka | couchdb | toxiproxy | podman | docker) svcs+=("$s") ;;
-            *) die "unknown service '$s' (kafka couchdb toxiproxy podman docker all)" ;;
+            all) svcs+=(kafka couchdb etcd toxiproxy podman docker) ;;
+            kafka | couchdb | etcd | toxiproxy | podman | docker) svcs+=("$s") ;;
+            *) die "unknown service '$s' (kafka couchdb etcd toxiproxy podman docker all)" ;;
         esac
     done
     for s in "${svcs[@]}"; do

@@ -1,4 +1,4 @@
-"""Real services for the tests: Kafka, a CouchDB-API server, Podman's Docker API, a Docker
+"""Real services for the tests: Kafka, a CouchDB-API server, etcd, Podman's Docker API, a Docker
 Engine (dockerd), the wsk CLI.
 
 The session fixtures in tests/conftest.py build these objects. Each service is started by
@@ -9,6 +9,8 @@ it), on the tests' own ports and state dir so a locally running deployment is ne
              19094: a listener for clients behind Toxiproxy, advertised as 19095 (its proxy)
     CouchDB  http://127.0.0.1:15984 whisk_admin / some_passw0rd   state .state/test/couchdb/
              15985: its proxy in Toxiproxy
+    etcd     127.0.0.1:12379 (peer 12380)   state .state/test/etcd/
+             12381: its proxy in Toxiproxy
     Toxiproxy  http://127.0.0.1:18474 (its API)   state .state/test/toxiproxy/
     Podman   unix://<repo>/.state/test/podman/podman.sock
     Docker   unix://<repo>/.state/test/docker/docker.sock (dockerd, its own data and exec root)
@@ -19,6 +21,7 @@ ports + 10, state in .state/test-1/, and so on. Each session starts from empty d
 Point the tests at services that already run instead (then stop()/start() skip the test):
     OW_TEST_KAFKA_BOOTSTRAP=host:port
     OW_TEST_COUCHDB_URL=http://host:port  OW_TEST_COUCHDB_USER=...  OW_TEST_COUCHDB_PASSWORD=...
+    OW_TEST_ETCD_HOSTS=host:port[,host:port]
     OW_TEST_DOCKER_HOST=unix:///path/to/podman.sock      (the podman fixture)
     OW_TEST_DOCKERD_HOST=unix:///path/to/docker.sock     (the dockerd fixture)
 """
@@ -67,6 +70,9 @@ KAFKA_FENCED_CONTROLLER_TEST_PORT = KAFKA_TEST_PORT + 5
 KAFKA_FENCED_VIA_TEST_PORT = KAFKA_TEST_PORT + 6
 COUCHDB_TEST_PORT = 15984
 COUCHDB_PROXY_TEST_PORT = COUCHDB_TEST_PORT + 1
+ETCD_TEST_PORT = 12379
+ETCD_PEER_TEST_PORT = ETCD_TEST_PORT + 1
+ETCD_PROXY_TEST_PORT = ETCD_TEST_PORT + 2  # etcd's proxy in Toxiproxy (the outage tests)
 TOXIPROXY_TEST_PORT = 18474
 
 _MAX_SLOTS = 20
@@ -113,6 +119,9 @@ def _ports_free(index: int) -> bool:
         KAFKA_FENCED_VIA_TEST_PORT,
         COUCHDB_TEST_PORT,
         COUCHDB_PROXY_TEST_PORT,
+        ETCD_TEST_PORT,
+        ETCD_PEER_TEST_PORT,
+        ETCD_PROXY_TEST_PORT,
         TOXIPROXY_TEST_PORT,
     ):
         with socket.socket() as s:
@@ -202,6 +211,16 @@ class CouchDBService(real.CouchDBService):
 
 @_for_tests
 class ExternalCouchDB(real.ExternalCouchDB):
+    pass
+
+
+@_for_tests
+class EtcdService(real.EtcdService):
+    pass
+
+
+@_for_tests
+class ExternalEtcd(real.ExternalEtcd):
     pass
 
 

@@ -46,6 +46,22 @@ def test_manifest() -> dict[str, Any]:
     }
 
 
+def couch_settings(
+    couchdb: Any, db_prefix: str, *, protocol: str = "http", port: int | None = None
+) -> dict[str, Any]:
+    """The ``couch_*`` and ``db_prefix`` arguments of :func:`ansible_env` and
+    :func:`helm_env` for a test's CouchDB-API server on 127.0.0.1 (``port``: a TLS
+    terminator's in front of it, with ``protocol`` https)."""
+    return {
+        "couch_protocol": protocol,
+        "couch_host": "127.0.0.1",
+        "couch_port": couchdb.port if port is None else port,
+        "couch_user": couchdb.user,
+        "couch_password": couchdb.password,
+        "db_prefix": db_prefix,
+    }
+
+
 def ansible_env(
     *,
     kafka_hosts: str,
@@ -181,6 +197,22 @@ def ansible_env(
         "CONFIG_whisk_cluster_name": "whisk",
         # "extend invoker dns env": ("" | default()).split(' ') gives one empty server.
         "CONFIG_whisk_containerFactory_containerArgs_dnsServers_0": "",
+    }
+
+
+def ansible_scheduler_env(etcd_hosts: str) -> dict[str, str]:
+    """The role's ``scheduler_env``, merged into ``env`` when ``enable_scheduler`` (its
+    default): the FPC SPIs and etcd, with ``group_vars/all``'s defaults."""
+    return {
+        "CONFIG_whisk_etcd_hosts": etcd_hosts,
+        "CONFIG_whisk_etcd_lease_timeout": "10",
+        "CONFIG_whisk_etcd_pool_threads": "10",
+        "CONFIG_whisk_scheduler_dataManagementService_retryInterval": "1 second",
+        "CONFIG_whisk_invoker_containerCreation_maxPeek": "500",
+        "CONFIG_whisk_spi_InvokerProvider": "org.apache.openwhisk.core.invoker.FPCInvokerReactive",
+        "CONFIG_whisk_spi_InvokerServerProvider": (
+            "org.apache.openwhisk.core.invoker.FPCInvokerServer"
+        ),
     }
 
 

@@ -155,9 +155,13 @@ class KafkaProducer:
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        # Idempotent: a batch whose request timed out on a half-open link is retried by the
+        # client under its sequence number, never expired and sent again by our retry (which
+        # duplicated a completion when the first send had reached the broker after all).
         self._make = lambda: AIOKafkaProducer(
             bootstrap_servers=bootstrap,
-            acks=1,
+            acks="all",
+            enable_idempotence=True,
             max_request_size=MAX_MESSAGE_BYTES,
             request_timeout_ms=request_timeout_ms,
             linger_ms=linger_ms,

@@ -23,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from containers.docker.local import BINDS, PYTHON_IMAGE
+from containers.docker.local import BINDS, NODE_IMAGE, PYTHON_IMAGE
 from harness.controller import controller, make_config
+from harness.fpc_scheduler import stand_in_scheduler
 from harness.processes import free_port
+from invoker.fpc.etcd import EtcdClient
 from tests import stock_env
 from tests.integration.invoker.test_stock import (
     ACTION,
@@ -36,6 +38,8 @@ from tests.integration.invoker.test_stock import (
 )
 from tests.services import TEST_CONTAINER_LABEL
 from tests.testca import PASSWORD, make_ca
+from whisk.clock import SystemClock
+from whisk.protocol.controller import activation_message
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,6 +62,45 @@ def _docker(dockerd, *args: str, timeout: float = 120) -> subprocess.CompletedPr
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def _run_image(
+    dockerd, image: str, name: str, env: dict[str, str], argv: list[str], tmp_path: Path,
+    conf: Path | None = None, kinds: str = f"python:3.11={PYTHON_IMAGE}",
+) -> None:  # fmt: skip
+    """Start the image as the role starts the stock one: its command, ``env`` in an env file
+    (secrets off the command line), the engine's socket, ``conf`` as ``/conf``; plus the
+    test engine's departures (the module docstring), ``kinds`` the local runtime images."""
+    env = {
+        **env,
+        "OW_INVOKER_ADMIN_HOST": "127.0.0.1",
+        "OW_INVOKER_DOCKER_REACH": "host",
+        "OW_INVOKER_DOCKER_BINDS": ",".join(BINDS),
+        "OW_INVOKER_RUNTIME_IMAGES": kinds,
+    }
+    env_file = tmp_path / "invoker.env"
+    env_file.touch(0o600)
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+    volumes = ["-v", f"{dockerd.socket_path}:/var/run/docker.sock"]
+    if conf is not None:
+        volumes += ["-v", f"{conf}:/conf:ro"]
+    run = _docker(
+        dockerd, "run", "-d", "--name", name, "--label", TEST_CONTAINER_LABEL,
+        "--network", "host", "--env-file", str(env_file), *volumes,
+        image, "/bin/sh", "-c", f"exec /init.sh {' '.join(argv)}",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def _http_ansible_env(kafka, couchdb, config) -> dict[str, str]:
+    """The role's environment with CouchDB and the admin API over plain http (the drain
+    script's curl and the stand-in's tests speak no TLS), on this test's services."""
+    return stock_env.ansible_env(
+        kafka_hosts=kafka.bootstrap,
+        **stock_env.couch_settings(couchdb, config.db_prefix),
+        topics_prefix=config.topic_prefix,
+        invoker_protocol="http",
     )
 
 
@@ -100,37 +143,17 @@ async def test_the_image_runs_an_activation_with_the_ansible_environment(
     async with tls_terminator(couchdb.port, ca) as couch_tls_port:
         env = stock_env.ansible_env(
             kafka_hosts=kafka.bootstrap,
-            couch_protocol="https",
-            couch_host="127.0.0.1",
-            couch_port=couch_tls_port,
-            couch_user=couchdb.user,
-            couch_password=couchdb.password,
-            db_prefix=config.db_prefix,
+            **stock_env.couch_settings(
+                couchdb, config.db_prefix, protocol="https", port=couch_tls_port
+            ),
             topics_prefix=config.topic_prefix,
             api_host=("https", "openwhisk.test", 443),
             invoker_keystore="/conf/server.p12",
             invoker_keystore_password=PASSWORD,
         )
-        env.update(
-            PORT=str(admin_port),
-            SSL_CERT_FILE="/conf/ca.pem",
-            # the test engine's departures (see the module docstring)
-            OW_INVOKER_ADMIN_HOST="127.0.0.1",
-            OW_INVOKER_DOCKER_REACH="host",
-            OW_INVOKER_DOCKER_BINDS=",".join(BINDS),
-            OW_INVOKER_RUNTIME_IMAGES=f"python:3.11={PYTHON_IMAGE}",
-        )
-        env_file = tmp_path / "invoker.env"  # secrets off the command line
-        env_file.touch(0o600)
-        env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
-        run = _docker(
-            dockerd, "run", "-d", "--name", name, "--label", TEST_CONTAINER_LABEL,
-            "--network", "host", "--env-file", str(env_file),
-            "-v", f"{dockerd.socket_path}:/var/run/docker.sock", "-v", f"{ca.dir}:/conf:ro",
-            image, "/bin/sh", "-c",
-            f"exec /init.sh {' '.join(stock_env.ansible_argv(index))}",
-        )  # fmt: skip
-        assert run.returncode == 0, run.stderr
+        env.update(PORT=str(admin_port), SSL_CERT_FILE="/conf/ca.pem")
+        argv = stock_env.ansible_argv(index)
+        _run_image(dockerd, image, name, env, argv, tmp_path, conf=ca.dir)
         try:
             async with controller(kafka, couchdb, config) as stub:
                 for _ in range(300):
@@ -178,17 +201,7 @@ async def test_migration_rehearsal_drain_stop_replace_the_image_start(
     index = random.randrange(1000, 9000)
     config = make_config(tmp_path, instance=index, unique_name=str(index))
     admin_port = free_port()
-    env = stock_env.ansible_env(
-        kafka_hosts=kafka.bootstrap,
-        couch_protocol="http",
-        couch_host="127.0.0.1",
-        couch_port=couchdb.port,
-        couch_user=couchdb.user,
-        couch_password=couchdb.password,
-        db_prefix=config.db_prefix,
-        topics_prefix=config.topic_prefix,
-        invoker_protocol="http",
-    )
+    env = _http_ansible_env(kafka, couchdb, config)
     env["PORT"] = str(admin_port)
     argv = stock_env.ansible_argv(index)
     name = f"invoker{index}"
@@ -229,22 +242,7 @@ async def test_migration_rehearsal_drain_stop_replace_the_image_start(
             await stub.wait_completion(aid, timeout_s=10)
         during = await send(6, 4)  # nobody consumes invoker<N> now
 
-        env.update(
-            OW_INVOKER_ADMIN_HOST="127.0.0.1",
-            OW_INVOKER_DOCKER_REACH="host",
-            OW_INVOKER_DOCKER_BINDS=",".join(BINDS),
-            OW_INVOKER_RUNTIME_IMAGES=f"python:3.11={PYTHON_IMAGE}",
-        )
-        env_file = tmp_path / "invoker.env"
-        env_file.touch(0o600)
-        env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
-        run = _docker(
-            dockerd, "run", "-d", "--name", name, "--label", TEST_CONTAINER_LABEL,
-            "--network", "host", "--env-file", str(env_file),
-            "-v", f"{dockerd.socket_path}:/var/run/docker.sock", "-v", f"{ca.dir}:/conf:ro",
-            image, "/bin/sh", "-c", f"exec /init.sh {' '.join(argv)}",
-        )  # fmt: skip
-        assert run.returncode == 0, run.stderr
+        _run_image(dockerd, image, name, env, argv, tmp_path, conf=ca.dir)
         try:
             after = await send(10, 2)
             for aid in before + during + after:
@@ -260,3 +258,59 @@ async def test_migration_rehearsal_drain_stop_replace_the_image_start(
             _docker(dockerd, "stop", "-t", "30", name, timeout=60)
             _docker(dockerd, "rm", "-f", name)
         assert "Traceback" not in logs.stderr, logs.stderr[-3000:]
+
+
+async def test_the_image_serves_the_scheduler_mode_with_the_role_s_scheduler_environment(
+    dockerd, image, kafka, couchdb, etcd, tmp_path
+):
+    """The same image and command with the role's ``scheduler_env`` merged in (upstream's
+    default deployment): it registers in etcd, is ``up`` once its own health test action
+    has run (a nodejs container on the engine), answers a creation from the stand-in
+    scheduler, pulls and runs a call in its Docker container, and leaves etcd when stopped."""
+    index = random.randrange(1000, 9000)
+    config = make_config(tmp_path, instance=index, unique_name=str(index))
+    admin_port = free_port()
+    name = f"invoker{index}"
+    cluster = f"image{index}"
+    env = _http_ansible_env(kafka, couchdb, config)
+    env.update(stock_env.ansible_scheduler_env(etcd.hosts))
+    env.update(CONFIG_whisk_cluster_name=cluster, PORT=str(admin_port))
+    kinds = f"python:3.11={PYTHON_IMAGE},nodejs:20={NODE_IMAGE}"  # nodejs: its health test
+    argv = stock_env.ansible_argv(index)
+    _run_image(dockerd, image, name, env, argv, tmp_path, kinds=kinds)
+    try:
+        async with (
+            EtcdClient(etcd.hosts) as look,
+            controller(kafka, couchdb, config) as stub,
+            stand_in_scheduler(kafka.bootstrap, topic_prefix=config.topic_prefix) as s,
+        ):
+
+            async def status() -> str | None:
+                records = await look.get_prefix(f"{cluster}/invokers/{index}")
+                return next((json.loads(v)["status"] for v in records.values()), None)
+
+            async with asyncio.timeout(120):
+                while await status() != "up":
+                    state = _docker(dockerd, "inspect", "-f", "{{.State.Running}}", name)
+                    assert state.stdout.strip() == "true", _docker(dockerd, "logs", name).stderr
+                    await asyncio.sleep(0.5)
+            action, rev = await stub.create_action("hello", ACTION)
+            creation = await s.create_container(index, "guest", action, rev)
+            ack = await s.wait_ack(creation.creation_id, timeout_s=60)
+            assert ack.error is None, ack.reason
+            msg = activation_message(action, rev, start_ms=SystemClock().epoch_ms())
+            s.enqueue("guest", action, rev, msg.to_json())
+            await stub.wait_completion(msg.activation_id, timeout_s=60)
+            record = await stub.record(msg.activation_id)
+            assert record["response"]["result"]["api"] == "https://openwhisk.example.com"
+            stop = _docker(dockerd, "stop", "-t", "40", name, timeout=60)
+            assert stop.returncode == 0, stop.stderr
+            code = _docker(dockerd, "inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
+            logs = _docker(dockerd, "logs", name)
+            assert code == "0", logs.stdout[-2000:] + logs.stderr[-2000:]
+            assert "(fpc mode)" in logs.stdout + logs.stderr
+            assert await look.get_prefix(f"{cluster}/") == {}, "the lease revoked at stop"
+            left = _docker(dockerd, "ps", "-a", "--format", "{{.Names}}").stdout.split()
+            assert not [n for n in left if n.startswith(f"wsk{index}{index}_")], left
+    finally:
+        _docker(dockerd, "rm", "-f", name)

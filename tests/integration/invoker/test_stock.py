@@ -149,12 +149,9 @@ async def _ansible_run(
     async with tls_terminator(couchdb.port, ca) as couch_tls_port:
         env = stock_env.ansible_env(
             kafka_hosts=kafka_hosts,
-            couch_protocol="https",
-            couch_host="127.0.0.1",
-            couch_port=couch_tls_port,
-            couch_user=couchdb.user,
-            couch_password=couchdb.password,
-            db_prefix=config.db_prefix,
+            **stock_env.couch_settings(
+                couchdb, config.db_prefix, protocol="https", port=couch_tls_port
+            ),
             topics_prefix=config.topic_prefix,
             api_host=("https", "openwhisk.test", 443),
             invoker_keystore=str(ca.p12("server")),
@@ -295,13 +292,7 @@ async def test_run_with_the_helm_environment_and_an_id(kafka, couchdb, tmp_path)
     node = f"node{index}"
     config = make_config(tmp_path, instance=index, unique_name=node)
     env = stock_env.helm_env(
-        kafka_hosts=kafka.bootstrap,
-        couch_protocol="http",
-        couch_host="127.0.0.1",
-        couch_port=couchdb.port,
-        couch_user=couchdb.user,
-        couch_password=couchdb.password,
-        db_prefix=config.db_prefix,
+        kafka_hosts=kafka.bootstrap, **stock_env.couch_settings(couchdb, config.db_prefix)
     )
     admin_port = free_port()
     env.update(PORT=str(admin_port), CONFIG_whisk_kafka_topics_prefix=config.topic_prefix)
@@ -326,8 +317,10 @@ async def test_run_with_the_helm_environment_and_an_id(kafka, couchdb, tmp_path)
     assert proc.returncode == 0, log.read_text()[-2000:]
 
 
-def test_run_refuses_the_scheduler_invoker_of_the_ansible_environment(tmp_path):
-    """``enable_scheduler`` adds the FPC SPIs: one line naming the variable, exit 2."""
+def test_run_refuses_a_scheduler_invoker_with_a_sharding_server(tmp_path):
+    """The FPC invoker SPI chooses the scheduler mode (tests/integration/invoker/fpc); with
+    the sharding mode's server SPI beside it the pair disagrees: one line naming the
+    variable, exit 2, before any service is waited for."""
     env = stock_env.ansible_env(
         kafka_hosts="127.0.0.1:1",
         couch_protocol="http",
@@ -339,6 +332,9 @@ def test_run_refuses_the_scheduler_invoker_of_the_ansible_environment(tmp_path):
         invoker_protocol="http",
     )
     env["CONFIG_whisk_spi_InvokerProvider"] = "org.apache.openwhisk.core.invoker.FPCInvokerReactive"
+    env["CONFIG_whisk_spi_InvokerServerProvider"] = (
+        "org.apache.openwhisk.core.invoker.DefaultInvokerServer"
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "ow_invoker", "run", *stock_env.ansible_argv(0)],
         cwd=ROOT,
@@ -350,6 +346,7 @@ def test_run_refuses_the_scheduler_invoker_of_the_ansible_environment(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("ow-invoker run: CONFIG_whisk_spi_InvokerProvider=")
+    assert "both or neither FPC" in lines[0]
 
 
 def test_run_with_the_helm_environment_asks_for_an_id(tmp_path):

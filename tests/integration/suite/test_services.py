@@ -118,6 +118,32 @@ async def test_kafka_restart_keeps_topics_and_offsets(kafka):
         await consumer.stop()
 
 
+async def test_etcd_restart_keeps_keys_and_leases(etcd):
+    """Its data dir is in the state dir: keys and leases survive a stop and start (etcd
+    renews a restored lease's TTL), which tests/integration/invoker/fpc relies on."""
+    prefix = unique_name("svc") + "/"
+
+    async def call(http: aiohttp.ClientSession, path: str, body: dict) -> dict:
+        async with http.post(f"{etcd.url}/v3/{path}", json=body) as r:
+            assert r.status == 200, await r.text()
+            return await r.json()
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        lease = (await call(http, "lease/grant", {"TTL": "60"}))["ID"]
+        await call(http, "kv/put", {"key": b64(prefix + "k"), "value": b64("v"), "lease": lease})
+    await asyncio.to_thread(etcd.restart)
+    assert await asyncio.to_thread(etcd.is_running)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        got = await call(http, "kv/range", {"key": b64(prefix + "k")})
+        assert base64.b64decode(got["kvs"][0]["value"]) == b"v"
+        assert got["kvs"][0]["lease"] == lease
+        assert int((await call(http, "lease/timetolive", {"ID": lease}))["TTL"]) > 0
+        await call(http, "lease/revoke", {"ID": lease})
+
+
 async def test_couchdb_api(couchdb):
     token = base64.b64encode(f"{couchdb.user}:{couchdb.password}".encode()).decode()
     db = unique_name("whisks")

@@ -393,8 +393,8 @@ def test_the_kafka_clients_get_the_security_options(ca):
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("CONFIG_whisk_spi_InvokerProvider", OW + "invoker.FPCInvokerReactive"),
-        ("CONFIG_whisk_spi_InvokerServerProvider", OW + "invoker.FPCInvokerServer"),
+        ("CONFIG_whisk_spi_InvokerProvider", OW + "invoker.SomeOtherReactive"),
+        ("CONFIG_whisk_spi_InvokerServerProvider", "x.FPCInvokerServer"),
         ("CONFIG_whisk_spi_LogStoreProvider", OW + f"containerpool.logging.{ES}LogStoreProvider"),
         (
             "CONFIG_whisk_spi_ActivationStoreProvider",
@@ -428,11 +428,55 @@ def test_a_refused_secret_keeps_its_value_out_of_the_line():
     assert "s3cret" not in _refused({jaas: 'x.KerberosModule required password="s3cret";'}, jaas)
 
 
-def test_the_fpc_invoker_is_refused_at_start(monkeypatch, capsys):
-    monkeypatch.setenv("CONFIG_whisk_spi_InvokerProvider", OW + "invoker.FPCInvokerReactive")
-    assert cli.main(["run", "--id", "0"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("ow-invoker run: CONFIG_whisk_spi_InvokerProvider=")
+@pytest.mark.parametrize(
+    ("invoker", "server", "mode"),
+    [
+        ("FPCInvokerReactive", "FPCInvokerServer", "fpc"),
+        ("FPCInvokerReactive", None, "fpc"),
+        (None, "FPCInvokerServer", "fpc"),
+        ("InvokerReactive", "DefaultInvokerServer", "sharding"),
+        (None, None, "sharding"),
+    ],
+)
+def test_the_stock_spis_choose_the_mode(invoker, server, mode):
+    env = {}
+    if invoker is not None:
+        env["CONFIG_whisk_spi_InvokerProvider"] = OW + "invoker." + invoker
+    if server is not None:
+        env["CONFIG_whisk_spi_InvokerServerProvider"] = OW + "invoker." + server
+    assert _load(env).mode == mode
+
+
+def test_a_sharding_invoker_with_the_fpc_server_is_refused():
+    env = {
+        "CONFIG_whisk_spi_InvokerProvider": OW + "invoker.InvokerReactive",
+        "CONFIG_whisk_spi_InvokerServerProvider": OW + "invoker.FPCInvokerServer",
+    }
+    assert "both or neither FPC" in _refused(env, "CONFIG_whisk_spi_InvokerProvider")
+
+
+def test_the_scheduler_mode_settings_are_read():
+    config = _load(
+        {
+            "CONFIG_whisk_spi_InvokerProvider": OW + "invoker.FPCInvokerReactive",
+            "CONFIG_whisk_etcd_hosts": "etcd0:2379,etcd1:2379",
+            "CONFIG_whisk_etcd_lease_timeout": "7",
+            "CONFIG_whisk_etcd_pool_threads": "10",
+            "CONFIG_whisk_cluster_name": "prod",
+            "CONFIG_whisk_invoker_resource_tags": '["gpu", "fast"]',
+            "CONFIG_whisk_invoker_dedicated_namespaces": "ns1,ns2",
+            "CONFIG_whisk_invoker_containerCreation_maxPeek": "16",
+            "CONFIG_whisk_scheduler_dataManagementService_retryInterval": "1 second",
+        }
+    )
+    assert (config.etcd_hosts, config.etcd_lease_timeout_s, config.cluster_name) == (
+        "etcd0:2379,etcd1:2379",
+        7,
+        "prod",
+    )
+    assert config.resource_tags == ("gpu", "fast")
+    assert config.dedicated_namespaces == ("ns1", "ns2")
+    assert config.max_peek == 16
 
 
 def test_accepted_values_of_the_stock_spis():
