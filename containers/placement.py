@@ -2,10 +2,17 @@
 
 Order: a warm idle container of the same invoking namespace and action revision; a
 prewarmed container of the same kind and memory; a new container if memory allows; a new
-container after evicting idle warm containers (least recently used first), then prewarmed
-ones (a spare is worth less than a waiting call, and an action larger than the memory the
-prewarms leave would otherwise wait for ever), never busy or starting ones; otherwise
-nothing (the call waits).
+container after evicting idle warm containers, then prewarmed ones (a spare is worth less
+than a waiting call, and an action larger than the memory the prewarms leave would
+otherwise wait for ever), never busy or starting ones; otherwise nothing (the call waits).
+
+Memory is counted by :func:`charged_mb`: a running or starting container holds its limit; a
+kept one (idle, paused, prewarmed) holds its measured footprint once the pool has measured
+it (keep-alive by footprint), else its limit (the stock invoker's accounting). A warm
+container about to run grows back to its limit, so reusing it needs that growth free, made
+by evicting others if need be. Idle containers are evicted in ``keep_value`` order (the
+pool's Greedy-Dual value; all 0 under the stock accounting), least recently used first on
+ties.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ class SlotState(Enum):
 
 
 IDLE_STATES = (SlotState.IDLE, SlotState.PAUSED)  # warm containers with no call running
+KEPT_STATES = (SlotState.PREWARM, *IDLE_STATES)  # containers kept for calls to come
+# A container created ahead for a waiting call (``key`` set): being created, or ready.
+AHEAD_STATES = (SlotState.STARTING, SlotState.PREWARM)
 
 
 class SlotLike(Protocol):
@@ -49,6 +59,10 @@ class SlotLike(Protocol):
     def key(self) -> WarmKey | None: ...
     @property
     def last_used(self) -> float: ...
+    @property
+    def footprint_mb(self) -> int | None: ...
+    @property
+    def keep_value(self) -> float: ...
 
 
 @dataclass(slots=True)
@@ -60,11 +74,14 @@ class SlotView:
     state: SlotState
     key: WarmKey | None
     last_used: float
+    footprint_mb: int | None = None  # measured while kept (None: not measured)
+    keep_value: float = 0.0  # the lower, the sooner evicted
 
 
 class How(Enum):
     WARM = "warm"
     PREWARM = "prewarm"
+    AHEAD = "ahead"  # created for a waiting call of its action (the pool's create_ahead)
     COLD = "cold"
 
 
@@ -75,8 +92,16 @@ class Placement:
     evict: tuple[int, ...] = ()
 
 
+def charged_mb(slot: SlotLike) -> int:
+    """The memory a container holds in the pool's accounting: its measured footprint while
+    it is kept, else its limit."""
+    if slot.footprint_mb is not None and slot.state in KEPT_STATES:
+        return slot.footprint_mb
+    return slot.memory_mb
+
+
 def used_memory(slots: Iterable[SlotLike]) -> int:
-    return sum(s.memory_mb for s in slots)
+    return sum(charged_mb(s) for s in slots)
 
 
 def place(
@@ -90,28 +115,57 @@ def place(
 ) -> Placement | None:
     """Choose a container for a call, or None if it must wait for memory to free up.
     ``prewarm=False``: not a prewarmed one (it was started without what this call needs)."""
+    free = user_memory_mb - used_memory(slots.values())
     warm = [
         (s.last_used, sid) for sid, s in slots.items() if s.key == key and s.state in IDLE_STATES
     ]
     if warm:
         # Prefer an unpaused container, then the most recently used one.
-        best = max(warm, key=lambda t: (slots[t[1]].state is SlotState.IDLE, t[0], -t[1]))
-        return Placement(How.WARM, best[1])
+        best = max(warm, key=lambda t: (slots[t[1]].state is SlotState.IDLE, t[0], -t[1]))[1]
+        slot = slots[best]
+        victims = to_evict(slots, slot.memory_mb - charged_mb(slot) - free, best)
+        return None if victims is None else Placement(How.WARM, best, victims)
+    for sid, s in sorted(slots.items()) if prewarm else ():  # one created ahead for it first
+        if s.key == key and s.state in AHEAD_STATES:
+            victims = to_evict(slots, memory_mb - charged_mb(s) - free, sid)
+            return None if victims is None else Placement(How.AHEAD, sid, victims)
     for sid, s in sorted(slots.items()) if prewarm else ():
-        if s.state is SlotState.PREWARM and s.kind == kind and s.memory_mb == memory_mb:
-            return Placement(How.PREWARM, sid)
-    free = user_memory_mb - used_memory(slots.values())
-    if memory_mb <= free:
-        return Placement(How.COLD, None)
-    victims: list[int] = []
+        if (
+            s.state is SlotState.PREWARM
+            and s.key is None
+            and s.kind == kind
+            and s.memory_mb == memory_mb
+        ):
+            victims = to_evict(slots, memory_mb - charged_mb(s) - free, sid)
+            return None if victims is None else Placement(How.PREWARM, sid, victims)
+    victims = to_evict(slots, memory_mb - free, None)
+    return None if victims is None else Placement(How.COLD, None, victims)
+
+
+def fits_ahead(slots: Iterable[SlotLike], memory_mb: int, user_memory_mb: int) -> bool:
+    """Whether a container created ahead of its call fits in the free memory: it evicts
+    nothing, since evicting a warm container for a call that has not started yet trades a
+    likely warm start for a cold one (measured: benchmarks/bench_many_actions.py)."""
+    return memory_mb <= user_memory_mb - used_memory(slots)
+
+
+def to_evict(
+    slots: Mapping[int, SlotLike], short_mb: int, keep: int | None, *, partial: bool = False
+) -> tuple[int, ...] | None:
+    """The kept containers (not ``keep``) to evict to free ``short_mb``, warm ones first in
+    ``keep_value`` then least-recently-used order; () if nothing is short, None if even
+    all of them would not free enough (``partial``: then all of them)."""
+    if short_mb <= 0:
+        return ()
     evictable = sorted(
-        (s.state is SlotState.PREWARM, s.last_used, sid)
+        (s.state is SlotState.PREWARM, s.keep_value, s.last_used, sid)
         for sid, s in slots.items()
-        if s.state in IDLE_STATES or s.state is SlotState.PREWARM
+        if sid != keep and s.state in KEPT_STATES
     )
+    victims: list[int] = []
     for *_, sid in evictable:
         victims.append(sid)
-        free += slots[sid].memory_mb
-        if memory_mb <= free:
-            return Placement(How.COLD, None, tuple(victims))
-    return None
+        short_mb -= charged_mb(slots[sid])
+        if short_mb <= 0:
+            return tuple(victims)
+    return tuple(victims) if partial else None

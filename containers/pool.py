@@ -9,6 +9,17 @@ A container of an action with ``limits.concurrency`` N > 1 is created with
 prewarmed containers lack it, so such actions start their own), and up to N calls
 :meth:`ContainerPool.join` it while it is busy; it counts its memory once, and goes back to
 idle (or is destroyed, if any of its calls said so) when the last one leaves.
+
+Keep-alive by footprint (``keep_alive="footprint"``, the invoker's default): a container that
+goes idle is measured (:meth:`Container.memory_usage`) and from then on counts at what it
+uses, not at its limit (:func:`placement.charged_mb`), until a call takes it again; it
+counts at its limit until measured. Idle containers are then evicted only when a call needs
+their memory, the one of least Greedy-Dual value first (FaasCache, ASPLOS'21: ``floor +
+uses * cold-start cost / footprint``, where ``floor`` rises to each evicted container's
+value, so a container not used for long ages out). The janitor measures kept containers
+again every ``MEASURE_EVERY_S``; should they have grown past the node's memory, it evicts
+them until they fit. ``keep_alive="limit"`` is the stock invoker's accounting: every
+container counts at its limit, evicted least recently used first.
 """
 
 from __future__ import annotations
@@ -31,18 +42,26 @@ from containers.backend import (
     ImagePullError,
 )
 from containers.placement import (
+    AHEAD_STATES,
     IDLE_STATES,
+    KEPT_STATES,
     How,
     SlotState,
     SlotView,
     WarmKey,
+    fits_ahead,
     place,
+    to_evict,
     used_memory,
 )
 from whisk.clock import Clock
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+
+KEEP_ALIVE = ("footprint", "limit")
+MEASURE_EVERY_S = 10.0  # how often a kept container's footprint is measured again
+MIB = 1 << 20
 
 
 @dataclass(slots=True)
@@ -69,9 +88,25 @@ class Slot:
     preparing: asyncio.Lock = field(default_factory=asyncio.Lock)
     failure: Exception | None = None  # why creating it failed
     init_result: asyncio.Future[Any] | None = None
+    # Keep-alive by footprint: what it was measured to use while kept (None: counts at its
+    # limit), when, its Greedy-Dual value, its calls, and what making it cost.
+    footprint_mb: int | None = None
+    measured_at: float = 0.0
+    keep_value: float = 0.0
+    uses: int = 0
+    cold_cost_s: float = 1.0  # until its own start is measured
+    starting_since: float | None = None
 
     def view(self) -> SlotView:
-        return SlotView(self.kind, self.memory_mb, self.state, self.key, self.last_used)
+        return SlotView(
+            self.kind,
+            self.memory_mb,
+            self.state,
+            self.key,
+            self.last_used,
+            self.footprint_mb,
+            self.keep_value,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +143,12 @@ class ContainerPool:
         stem_cells: tuple[StemCell, ...] = (),
         pause_grace_s: float = 10.0,
         idle_timeout_s: float = 600.0,
+        keep_alive: str = "limit",
         on_change: Callable[[], None] = lambda: None,
         supervisor: Supervisor | None = None,
     ) -> None:
+        if keep_alive not in KEEP_ALIVE:
+            raise ValueError(f"keep_alive is one of {', '.join(KEEP_ALIVE)}, not {keep_alive!r}")
         self.backend = backend
         self.supervisor = supervisor or Supervisor(clock)
         self.user_memory_mb = user_memory_mb
@@ -122,7 +160,11 @@ class ContainerPool:
         self.stem_cells = stem_cells
         self.pause_grace_s = pause_grace_s
         self.idle_timeout_s = idle_timeout_s
+        self.by_footprint = keep_alive == "footprint"
+        self._floor = 0.0  # Greedy-Dual's: the value of the last container evicted
         self.on_change = on_change  # called whenever capacity may have freed up
+        # Called with each container removed (the scheduler mode drops its warmed key).
+        self.on_removed: Callable[[Container], None] = lambda container: None
         self.slots: dict[int, Slot] = {}
         self._ids = itertools.count(1)
         self._names = itertools.count(1)
@@ -166,7 +208,15 @@ class ContainerPool:
 
     @property
     def used_memory_mb(self) -> int:
+        """Memory held in the pool's accounting: limits of the containers running or
+        starting, footprints (or limits, unmeasured) of those kept."""
         return used_memory(self.slots.values())
+
+    @property
+    def kept_memory_mb(self) -> int:
+        """The part of :attr:`used_memory_mb` held by kept (idle, paused, prewarmed)
+        containers."""
+        return used_memory(s for s in self.slots.values() if s.state in KEPT_STATES)
 
     def count(self, state: SlotState) -> int:
         return sum(1 for s in self.slots.values() if s.state is state)
@@ -187,10 +237,7 @@ class ContainerPool:
         p = place(self.slots, key, kind, memory_mb, self.user_memory_mb, prewarm=concurrency == 1)
         if p is None:
             return None
-        victims = [self.slots.pop(sid) for sid in p.evict]
-        for victim in victims:
-            if victim.state is SlotState.PREWARM:  # given back by the janitor (_replenish)
-                self._evicted_prewarms[victim.kind, victim.memory_mb] += 1
+        victims = self._evict(p.evict)
         if p.slot is not None:
             slot = self.slots[p.slot]
         else:
@@ -201,15 +248,46 @@ class ContainerPool:
         slot.last_used = self.clock.now()
         slot.concurrency = concurrency
         slot.calls = 1
+        slot.uses += 1
+        if p.how in (How.PREWARM, How.COLD):  # one created ahead counts from its creation
+            slot.starting_since = slot.last_used
         if p.how is How.PREWARM:
             self.prewarm_starts += 1
             self._refill(kind, memory_mb)
-        elif p.how is How.COLD:
-            self.cold_starts += 1
-        else:
+        elif p.how is How.WARM:
             self.warm_starts += 1
-        self.evictions += len(victims)
+        else:  # created for this call, now or ahead of it (create_ahead)
+            self.cold_starts += 1
         return Lease(slot, p.how, victims)
+
+    def _evict(self, sids: tuple[int, ...]) -> list[Slot]:
+        """Take these kept containers out of the pool (their destruction is the caller's)."""
+        victims = [self.slots.pop(sid) for sid in sids]
+        for victim in victims:
+            if victim.state is SlotState.PREWARM and victim.key is None:  # a stem cell:
+                self._evicted_prewarms[victim.kind, victim.memory_mb] += 1  # _replenish
+            self._floor = max(self._floor, victim.keep_value)
+        self.evictions += len(victims)
+        return victims
+
+    def create_ahead(self, key: WarmKey, kind: str, memory_mb: int, image: str | None) -> bool:
+        """Start creating a container for a call of ``key`` that waits for a core, so that
+        its cold start's engine work (hundreds of ms on Docker) does not hold the core when
+        it starts (it then only initialises it: :func:`place` gives it this one). Only in
+        free memory (:func:`fits_ahead`); False if there is not enough."""
+        if not fits_ahead(self.slots.values(), memory_mb, self.user_memory_mb):
+            return False
+        slot = Slot(next(self._ids), kind, memory_mb, SlotState.STARTING, image=image)
+        slot.key = key
+        slot.last_used = slot.starting_since = self.clock.now()
+        self.slots[slot.id] = slot
+        self._boot(slot, self._name(f"{_clean(key.namespace)}_{_clean(key.docid)}"))
+        return True
+
+    @property
+    def ahead(self) -> int:
+        """Containers created ahead that no call has taken yet."""
+        return sum(1 for s in self.slots.values() if s.key is not None and s.state in AHEAD_STATES)
 
     def join(self, slot: Slot) -> Lease | None:
         """One more call into a busy container of concurrency > 1 (its action's), or None
@@ -265,6 +343,9 @@ class ContainerPool:
         if healthy and slot.container is not None and not slot.condemned:
             slot.state = SlotState.IDLE
             slot.last_used = self.clock.now()
+            slot.footprint_mb = None  # its limit until measured after this call
+            if self.by_footprint:
+                self._spawn(self._measure(slot))
         else:
             self.slots.pop(slot.id, None)
             self._spawn(self._destroy(slot))
@@ -282,7 +363,11 @@ class ContainerPool:
             self.on_change()
 
     def mark_initialized(self, lease: Lease) -> None:
-        lease.slot.initialized = True
+        slot = lease.slot
+        slot.initialized = True
+        if slot.starting_since is not None:  # what a cold start of it costs, for keep_value
+            slot.cold_cost_s = self.clock.now() - slot.starting_since
+            slot.starting_since = None
 
     # -- internals --
 
@@ -340,19 +425,23 @@ class ContainerPool:
         """Start one prewarmed container of ``cell`` if memory allows; whether it did."""
         # Prewarmed containers may hold at most half of the memory (they are evicted only
         # after every idle warm container), so a small node keeps room for what it runs.
-        prewarmed = sum(
-            s.memory_mb
-            for s in self.slots.values()
-            if s.key is None and s.state is not SlotState.BUSY
+        prewarmed = used_memory(
+            s for s in self.slots.values() if s.key is None and s.state is not SlotState.BUSY
         )
         if cell.memory_mb > min(
             self.user_memory_mb - self.used_memory_mb, self.user_memory_mb // 2 - prewarmed
         ):
             return False
         slot = Slot(next(self._ids), cell.kind, cell.memory_mb, SlotState.STARTING)
-        slot.ready = ready = asyncio.get_running_loop().create_future()
         self.slots[slot.id] = slot
-        name = self._name(f"prewarm_{_clean(cell.kind)}")
+        self._boot(slot, self._name(f"prewarm_{_clean(cell.kind)}"))
+        return True
+
+    def _boot(self, slot: Slot, name: str) -> None:
+        """Create the container of a slot that no call holds yet (prewarmed, or created
+        ahead); a call that takes it meanwhile waits for ``slot.ready`` in :meth:`prepare`,
+        and fails as its own cold start would if the creation fails."""
+        slot.ready = ready = asyncio.get_running_loop().create_future()
 
         async def boot() -> None:
             try:
@@ -360,15 +449,17 @@ class ContainerPool:
                 if slot.state is SlotState.STARTING:
                     slot.state = SlotState.PREWARM
                     slot.last_used = self.clock.now()
+                    if self.by_footprint:
+                        await self._measure(slot)
             except (ContainerError, ValueError) as e:
-                log.warning("prewarm %s failed: %s", name, e)
+                slot.failure = e
+                log.warning("creating %s before a call needs it failed: %s", name, e)
             finally:
                 if not ready.done():
                     ready.set_result(None)
                 self.on_change()
 
         self._spawn(boot())
-        return True
 
     def _replenish(self) -> None:
         """Start again, as memory allows, the prewarmed containers that calls evicted."""
@@ -389,9 +480,32 @@ class ContainerPool:
             # Its calls' logs are read in turn after they leave (see ActivationRunner).
             await asyncio.shield(slot.logs_done)
         if slot.container is not None:
-            await slot.container.destroy()
-            slot.container = None
+            container, slot.container = slot.container, None
+            await container.destroy()
+            self.on_removed(container)
         self.on_change()
+
+    async def _measure(self, slot: Slot) -> None:
+        """Count a kept container at what it uses now (at most its limit), and give it its
+        Greedy-Dual value; a container that cannot be measured keeps counting at its limit."""
+        container = slot.container
+        used = await container.memory_usage() if container is not None else None
+        if used is None or self.slots.get(slot.id) is not slot or slot.state not in KEPT_STATES:
+            return  # unmeasurable, or gone or taken by a call meanwhile
+        slot.footprint_mb = min(slot.memory_mb, max(1, -(-used // MIB)))
+        slot.measured_at = self.clock.now()
+        slot.keep_value = self._floor + slot.uses * slot.cold_cost_s / slot.footprint_mb
+        self.on_change()  # memory may have freed up
+
+    def _shed(self) -> None:
+        """Evict kept containers (least value first) while the pool holds more than the
+        node's memory: kept containers that grew after they were measured."""
+        over = self.used_memory_mb - self.user_memory_mb
+        for sid in to_evict(self.slots, over, None, partial=True) or ():
+            slot = self.slots.pop(sid)
+            self._floor = max(self._floor, slot.keep_value)
+            self.evictions += 1
+            self._spawn(self._destroy(slot))
 
     def _spawn(self, coro) -> asyncio.Task[None]:
         return self.supervisor.spawn(coro, track=self._tasks)
@@ -409,7 +523,7 @@ class ContainerPool:
             await asyncio.sleep(wait)
             now = self.clock.now()
             oldest = now  # the last use of the longest idle container kept
-            for slot in [s for s in self.slots.values() if s.state in IDLE_STATES]:
+            for slot in [s for s in self.slots.values() if _idle(s)]:
                 idle_for = now - slot.last_used
                 if idle_for >= self.idle_timeout_s:
                     self.slots.pop(slot.id, None)
@@ -419,6 +533,13 @@ class ContainerPool:
                     slot.state = SlotState.PAUSED
                     slot.pausing = self._spawn(self._pause(slot))
                 oldest = min(oldest, slot.last_used)
+            if self.by_footprint:
+                self._shed()
+                for slot in self.slots.values():
+                    measured = slot.state in KEPT_STATES and slot.footprint_mb is not None
+                    if measured and now - slot.measured_at >= MEASURE_EVERY_S:
+                        slot.measured_at = now
+                        self._spawn(self._measure(slot))
             self._replenish()
             wait = max(step, oldest + soonest - now)
 
@@ -436,3 +557,9 @@ class ContainerPool:
                 self._spawn(self._destroy(slot))
         finally:
             slot.pausing = None
+
+
+def _idle(slot: Slot) -> bool:
+    """A warm container with no call, or one created ahead that no call took (its call
+    went elsewhere): both are removed after ``idle_timeout_s``."""
+    return slot.state in IDLE_STATES or (slot.key is not None and slot.state is SlotState.PREWARM)

@@ -63,6 +63,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from containers import memory
 from containers.backend import (
     ContainerError,
     ContainerGone,
@@ -71,6 +72,7 @@ from containers.backend import (
     ImagePullError,
     LogLine,
 )
+from containers.cgroups import cpu_shares_of
 from containers.cpu import (
     CpuTimes,
     cgroup_cpu_file,
@@ -178,9 +180,11 @@ class DockerContainer:
         self._client = RuntimeClient(self.host, self.port, max_response_bytes, dialer)
         self._log = logs
         self._cores: frozenset[int] | None = None
+        self._shares: int | None = None  # as created (the spec's cpu_shares) until set
         self._destroyed = False
         self._oom: bool | None = None
         self._cpu_file: Path | bool | None = False  # False: not looked for yet
+        self._memory_dir: tuple[Path, int] | bool | None = False  # (directory, version)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -282,6 +286,14 @@ class DockerContainer:
             raise self._error(e) from e
         self._cores = cores
 
+    async def set_cpu_weight(self, weight: int) -> None:
+        """The engine's ``CpuShares`` of the same weight (:func:`cpu_shares_of`)."""
+        self._check()
+        shares = cpu_shares_of(weight)
+        if shares != self._shares:
+            await self._engine_call(self._engine.update_cpu_shares(self.id, shares))
+            self._shares = shares
+
     async def cpu_times(self) -> CpuTimes | None:
         """The container cgroup's CPU accounting, read from the cgroup filesystem when this
         host shows it (found once, from the container's pid), else one stats request (which
@@ -298,6 +310,24 @@ class DockerContainer:
                     return CpuTimes(used, _cgroup_waited(self._cpu_file.parent))
             stats = await self._engine.stats(self.id)
             return CpuTimes(int(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9)
+        except (EngineError, KeyError, TypeError, ValueError):
+            return None
+
+    async def memory_usage(self) -> int | None:
+        """The container cgroup's working set, read from the cgroup filesystem when this
+        host shows it (found once, from the container's pid), else one stats request."""
+        if self._destroyed:
+            return None
+        try:
+            if self._memory_dir is False:
+                pid = ((await self._engine.inspect(self.id)).get("State") or {}).get("Pid")
+                self._memory_dir = memory.cgroup_memory_dir(int(pid)) if pid else None
+            if isinstance(self._memory_dir, tuple):
+                used = memory.cgroup_working_set(*self._memory_dir)
+                if used is not None:
+                    return used
+            stats = (await self._engine.stats(self.id))["memory_stats"]
+            return memory.working_set(int(stats["usage"]), stats.get("stats") or {})
         except (EngineError, KeyError, TypeError, ValueError):
             return None
 

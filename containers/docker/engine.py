@@ -237,6 +237,17 @@ class Engine:
             RUN_TIMEOUT_S,
         )
 
+    async def update_cpu_shares(self, cid: str, shares: int) -> None:
+        """Set a running container's ``CpuShares``, by the endpoint :meth:`update_cpus`
+        found (the compat one until then)."""
+        body: dict[str, Any] = {"CpuShares": shares}
+        path = "containers/{id}/update"
+        if self._cpu is not None and self._cpu.path.startswith("libpod/"):
+            path, body = "libpod/" + path, {"cpu": {"shares": shares}}
+        await self._call(
+            "update", self._json(path.format(id=cid), "POST", data=body), RUN_TIMEOUT_S
+        )
+
     @asynccontextmanager
     async def logs(
         self, cid: str, since: str | None, follow: bool

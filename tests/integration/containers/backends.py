@@ -57,10 +57,11 @@ _counter = itertools.count(1)
 
 
 class Maker:
-    """Creates containers with fresh names and initialises them."""
+    """Creates containers with fresh names and initialises them; ``made`` lists them."""
 
     def __init__(self, backend: ContainerBackend) -> None:
         self.backend = backend
+        self.made: list[Any] = []
 
     async def __call__(
         self,
@@ -74,6 +75,7 @@ class Maker:
         prefix = self.backend.name_prefix  # type: ignore[attr-defined]
         name = f"{prefix}_{next(_counter)}_guest_action"
         c = await self.backend.create(ContainerSpec(name, kind, memory_mb))
+        self.made.append(c)
         r = await c.init(init_body(code, main, env), 30)
         assert r.status == expect, r
         return c

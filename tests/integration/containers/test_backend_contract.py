@@ -1,7 +1,8 @@
 """The contract of every container backend (:mod:`containers.backend`), run against each:
 create, ``/init`` and ``/run`` of python and nodejs actions, their errors and limits, CPU
 pinning and CPU time, pause and resume, logs cut per activation, the memory limit, a
-crashing action, the environment an action sees, removal, and removing by name prefix.
+crashing action, the environment an action sees, removal, and removing by name prefix, CPU
+weights on a shared core, and the memory a container uses.
 
 ``BACKENDS`` lists the backends under the contract; each entry says how to start one for a
 test and what only that backend can tell about its containers (how a crashed runtime's exit
@@ -37,6 +38,7 @@ from typing import Any, TypeVar
 import pytest
 
 from containers.backend import ContainerBackend, ContainerGone, ContainerSpec
+from containers.cgroups import DEFAULT_CPU_WEIGHT
 from containers.cpu import CpuTimes, share_between
 from containers.docker.backend import LISTEN_ENV
 from containers.docker.engine import EngineError
@@ -575,6 +577,57 @@ async def test_cpu_wait_of_calls_sharing_a_core_is_measured(make: Maker) -> None
         used, waited = now.used - was.used, now.waited - was.waited
         assert waited >= 0.1, (used, waited, wall)
         assert used / (wall - waited) >= 0.7, (used, waited, wall)
+
+
+async def cpu_weight_orders_a_shared_core(make: Maker) -> None:
+    """Two CPU-bound calls pinned to one core, one at a high CPU weight and one at a low:
+    while the first runs, the kernel gives the second a small part of the core; set back
+    to the default weight, the second then finishes. (The low weight is 10, not 1: under a
+    loaded machine the other processes' nice-0 weight would starve a weight-1 call.)"""
+    core = max(os.sched_getaffinity(0))
+    high, low = await make(SPIN_PY), await make(SPIN_PY)
+    for c, weight in ((high, 1000), (low, 10)):
+        await c.assign_cores(frozenset({core}))
+        await c.set_cpu_weight(weight)
+    with pytest.raises(ValueError, match=r"1\.\.10000"):
+        await low.set_cpu_weight(0)
+    was = [await c.cpu_times() for c in (high, low)]
+    slow = asyncio.create_task(run(low, {"cpu": 0.6}))
+    await run(high, {"cpu": 0.6})
+    now = [await c.cpu_times() for c in (high, low)]
+    high_used, low_used = (b.used - a.used for a, b in zip(was, now, strict=True))
+    assert low_used < 0.25 * high_used, (high_used, low_used)
+    await low.set_cpu_weight(DEFAULT_CPU_WEIGHT)
+    assert (await asyncio.wait_for(slow, 30)).status == 200
+
+
+@on(*ALL)
+async def test_a_low_cpu_weight_gives_way_on_a_shared_core(make: Maker) -> None:
+    await cpu_weight_orders_a_shared_core(make)
+
+
+HOARD_PY = py("""
+    kept = []
+    def main(a):
+        kept.append(bytearray(a["mb"] << 20))  # touched: resident, and kept after the call
+        return {}
+    """)
+
+
+async def memory_usage_follows_what_it_holds(make: Maker) -> None:
+    """An idle python runtime uses a few tens of MB, far below its 256 MB limit; one that
+    keeps 100 MB after its call is measured holding them."""
+    c = await make(HOARD_PY, memory_mb=256)
+    idle = await c.memory_usage()
+    assert idle is not None and 1 << 20 < idle < 120 << 20, idle
+    assert (await run(c, {"mb": 100})).status == 200
+    grown = await c.memory_usage()
+    assert grown is not None and grown - idle >= 90 << 20, (idle, grown)
+
+
+@on(*ALL)
+async def test_memory_usage_of_an_idle_container_is_its_footprint(make: Maker) -> None:
+    await memory_usage_follows_what_it_holds(make)
 
 
 @on(*ALL)

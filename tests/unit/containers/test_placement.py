@@ -1,7 +1,16 @@
 """Pure container placement: warm, prewarm, cold, LRU eviction (prewarmed containers last),
-waiting."""
+waiting; keep-alive by footprint (kept containers at what they use, eviction by value)."""
 
-from containers.placement import How, SlotState, SlotView, WarmKey, place
+from containers.placement import (
+    How,
+    Placement,
+    SlotState,
+    SlotView,
+    WarmKey,
+    charged_mb,
+    place,
+    used_memory,
+)
 
 K = WarmKey("guest", "guest/a", "1-x")
 OTHER = WarmKey("guest", "guest/b", "1-y")
@@ -88,3 +97,50 @@ def test_a_call_that_may_not_take_a_prewarmed_container_gets_a_new_one():
     slots = {1: slot(SlotState.PREWARM)}
     p = place(slots, K, "python:3.11", 256, 2048, prewarm=False)
     assert p.how is How.COLD and p.slot is None
+
+
+# -- keep-alive by footprint ------------------------------------------------------------------
+
+
+def kept(state, key=None, footprint=None, value=0.0, last=0.0, memory=256):
+    return SlotView("python:3.11", memory, state, key, last, footprint, value)
+
+
+def test_a_kept_container_counts_at_its_footprint_a_running_one_at_its_limit():
+    busy = kept(SlotState.BUSY, OTHER, footprint=30)  # a footprint left from before its call
+    assert [charged_mb(s) for s in (busy, kept(SlotState.IDLE, OTHER, footprint=30))] == [256, 30]
+    assert charged_mb(kept(SlotState.PAUSED, OTHER)) == 256  # not measured yet
+    assert charged_mb(kept(SlotState.PREWARM, footprint=20)) == 20
+    # 7 idle containers at 30 MB beside a busy one: a new 256 MB call fits in 2048 MB
+    # without evicting any; counted at their limits, one would go.
+    slots = {i: kept(SlotState.IDLE, WarmKey("guest", f"guest/{i}", "1"), 30) for i in range(7)}
+    slots[9] = kept(SlotState.BUSY, OTHER)
+    assert used_memory(slots.values()) == 7 * 30 + 256
+    assert place(slots, K, "python:3.11", 256, 2048) == Placement(How.COLD, None)
+    limits = {i: SlotView("python:3.11", 256, s.state, s.key, 0.0) for i, s in slots.items()}
+    assert place(limits, K, "python:3.11", 256, 2048).evict == (0,)
+
+
+def test_a_warm_container_grows_back_to_its_limit_evicting_others_or_waiting():
+    slots = {
+        1: kept(SlotState.IDLE, K, footprint=40),
+        2: kept(SlotState.IDLE, OTHER, footprint=200, value=5.0),
+        3: kept(SlotState.IDLE, OTHER, footprint=200, value=2.0),
+        4: kept(SlotState.BUSY, OTHER, memory=512),
+    }
+    # 952 of 1000 MB held; running slot 1 needs 216 more: the lower-valued kept one goes.
+    assert place(slots, K, "python:3.11", 256, 1000) == Placement(How.WARM, 1, (3,))
+    assert place(slots, K, "python:3.11", 256, 1200) == Placement(How.WARM, 1)
+    alone = {1: slots[1], 4: slots[4]}  # nothing else to evict: it waits
+    assert place(alone, K, "python:3.11", 256, 600) is None
+
+
+def test_kept_containers_are_evicted_by_value_before_recency_prewarmed_ones_last():
+    slots = {
+        1: kept(SlotState.IDLE, OTHER, footprint=50, value=9.0, last=1),
+        2: kept(SlotState.PAUSED, OTHER, footprint=50, value=1.0, last=8),
+        3: kept(SlotState.PREWARM, footprint=50, value=0.0, last=0),
+        4: kept(SlotState.BUSY, OTHER, memory=850),
+    }
+    assert place(slots, K, "python:3.11", 100, 1000).evict == (2, 1)
+    assert place(slots, K, "python:3.11", 150, 1000).evict == (2, 1, 3)

@@ -13,7 +13,7 @@ import pytest
 
 from containers.backend import ContainerError, ImagePullError
 from containers.placement import How, SlotState, WarmKey
-from containers.pool import ContainerPool, Lease, StemCell
+from containers.pool import MEASURE_EVERY_S, ContainerPool, Lease, StemCell
 from tests.unit.faults import FaultyBackend, FaultyContainer, virtual
 from whisk.clock import LoopClock
 
@@ -339,3 +339,167 @@ def test_close_destroys_busy_idle_and_prewarmed_containers():
         assert backend.live == 3
 
     pool_test(body, stem_cells=(StemCell(PY, 256, 1),))
+
+
+# -- keep-alive by footprint ------------------------------------------------------------------
+
+
+def test_an_idle_container_counts_at_its_measured_footprint_until_a_call_takes_it():
+    async def body(pool, backend, loop):
+        backend.footprint_mb = 30
+        a = await use(pool, A)
+        pool.mark_initialized(a)
+        pool.release(a, healthy=True)
+        assert pool.used_memory_mb == 256  # at its limit until measured
+        await settle()
+        assert (pool.used_memory_mb, pool.kept_memory_mb) == (30, 30)
+        again = await use(pool, A)
+        assert again.how is How.WARM and (pool.used_memory_mb, pool.kept_memory_mb) == (256, 0)
+        pool.release(again, healthy=True)
+        backend.footprint_mb = None  # cannot be measured: it counts at its limit again
+        await settle()
+        assert pool.used_memory_mb == 256
+
+    pool_test(body, keep_alive="footprint")
+
+
+def test_idle_containers_stay_until_a_call_needs_their_memory_the_least_valued_going_first():
+    async def body(pool, backend, loop):
+        backend.footprint_mb = 100
+        costs = {A: 0.0, B: 0.0, C: 0.5}  # C's cold start cost 0.2 + 0.5 s, the others 0.2 s
+        for key, extra in costs.items():
+            lease = await use(pool, key)
+            await asyncio.sleep(extra)
+            pool.mark_initialized(lease)
+            pool.release(lease, healthy=True)
+        pool.release(await use(pool, A), healthy=True)  # A used twice
+        await settle()
+        assert pool.used_memory_mb == 300  # three kept at 100 MB, none evicted
+        busy = [await use(pool, WarmKey("guest", f"guest/n{i}", "1")) for i in range(2)]
+        assert not any(lease.evict for lease in busy) and pool.used_memory_mb == 812
+        # Values: A 2 x 0.2 / 100, B 1 x 0.2 / 100, C 1 x 0.7 / 100: B goes, then A.
+        third = await use(pool, WarmKey("guest", "guest/n2", "1"))
+        assert [v.key for v in third.evict] == [B]
+        fourth = await use(pool, WarmKey("guest", "guest/n3", "1"))
+        assert [v.key for v in fourth.evict] == [A, C]
+        assert pool.evictions == 3
+
+    pool_test(body, keep_alive="footprint", cold_start_s=0.2)
+
+
+def test_the_janitor_sheds_kept_containers_that_grew_past_the_nodes_memory():
+    async def body(pool, backend, loop):
+        backend.footprint_mb = 100
+        for key in (A, B, C):
+            pool.release(await use(pool, key), healthy=True)
+        await settle()
+        busy = await use(pool, WarmKey("guest", "guest/big", "1"), memory_mb=512)
+        assert pool.used_memory_mb == 812
+        backend.footprint_mb = 250  # they grew while idle: 512 + 750 > 1024
+        await asyncio.sleep(MEASURE_EVERY_S + 2)
+        assert (pool.used_memory_mb, pool.evictions) == (512 + 2 * 250, 1)  # one of three went
+        assert busy.slot.state is SlotState.BUSY  # a running call is never the one to go
+
+    pool_test(body, keep_alive="footprint")
+
+
+def test_keep_alive_is_footprint_or_limit():
+    with pytest.raises(ValueError, match="footprint, limit"):
+        ContainerPool(
+            FaultyBackend(), user_memory_mb=1024, clock=None, name_prefix="w", keep_alive="lru"
+        )
+
+
+# -- containers created ahead of their calls (Docker's create_ahead) --
+
+
+def test_a_container_created_ahead_is_the_one_its_call_gets_even_while_starting():
+    async def body(pool, backend, loop):
+        assert pool.create_ahead(A, PY, 256, None)
+        assert pool.ahead == 1 and pool.used_memory_mb == 256
+        await asyncio.sleep(0.5)  # half way through its 1 s creation: the call waits for it
+        lease = pool.reserve(A, PY, 256)
+        assert lease is not None and lease.how is How.AHEAD and pool.ahead == 0
+        t0 = loop.time()
+        c = await pool.prepare(lease, "guest", "a")
+        assert loop.time() - t0 == pytest.approx(0.5, abs=0.01)  # not a second creation
+        assert backend.created == 1 and not lease.slot.initialized  # its call runs /init
+        assert (pool.cold_starts, pool.prewarm_starts) == (1, 0)
+        pool.mark_initialized(lease)
+        assert lease.slot.cold_cost_s == pytest.approx(1.0, abs=0.01)  # from its creation
+        pool.release(lease, healthy=True)
+        ready = await use(pool, A)
+        assert ready.how is How.WARM and container(ready) is c
+        # Ready before its call: the call takes it at once; a call of another action never.
+        assert pool.create_ahead(B, PY, 256, None)
+        await asyncio.sleep(1.1)
+        assert pool.count(SlotState.PREWARM) == 1
+        other = await use(pool, C)
+        assert other.how is How.COLD
+        mine = await use(pool, B)
+        assert mine.how is How.AHEAD and backend.created == 3
+
+    pool_test(body, cold_start_s=1.0)
+
+
+def test_creating_ahead_takes_free_memory_only():
+    async def body(pool, backend, loop):
+        await settle()
+        busy, idle = await use(pool, A), await use(pool, B)
+        pool.release(idle, healthy=True)
+        assert pool.create_ahead(C, PY, 256, None)  # the last 256 MB: free
+        # Left: the busy one, the idle one, the one created ahead and the prewarm: creating
+        # ahead evicts none of them (the idle one may yet serve a warm call).
+        assert not pool.create_ahead(WarmKey("guest", "guest/d", "1-d"), PY, 256, None)
+        await settle()
+        assert pool.evictions == 0 and container(idle).destroyed == 0
+        assert pool.count(SlotState.PREWARM) == 2 and pool.ahead == 1
+        pool.release(busy, healthy=True)
+
+    pool_test(body, stem_cells=(StemCell(PY, 256, 1),))
+
+
+def test_a_failed_creation_ahead_fails_the_call_that_took_it_as_its_own_would():
+    async def body(pool, backend, loop):
+        backend.faults.create_error = ContainerError("no space left on device")
+        assert pool.create_ahead(A, PY, 256, None)
+        lease = pool.reserve(A, PY, 256)
+        assert lease is not None and lease.how is How.AHEAD
+        with pytest.raises(ContainerError, match="no space"):
+            await pool.prepare(lease, "guest", "a")
+        pool.release(lease, healthy=False)
+        assert pool.used_memory_mb == 0 and pool.create_problem is not None
+
+    pool_test(body, cold_start_s=1.0)
+
+
+def test_a_container_created_ahead_that_no_call_took_is_removed_when_idle_too_long():
+    async def body(pool, backend, loop):
+        assert pool.create_ahead(A, PY, 256, None)
+        await asyncio.sleep(29)
+        assert pool.ahead == 1
+        await asyncio.sleep(3)
+        assert pool.ahead == 0 and backend.live == 0
+
+    pool_test(body, pause_grace_s=10, idle_timeout_s=30)
+
+
+def test_a_call_never_waits_for_the_removal_of_the_container_it_evicts():
+    async def body(pool, backend, loop):
+        old = await use(pool, A)
+        pool.release(old, healthy=True)
+        gone, destroy = asyncio.Event(), container(old).destroy
+
+        async def slow_destroy() -> None:
+            await asyncio.sleep(5)
+            await destroy()
+            gone.set()
+
+        container(old).destroy = slow_destroy  # an engine slow to remove it
+        t0 = loop.time()
+        lease = await use(pool, B)
+        assert [v.id for v in lease.evict] == [old.slot.id]
+        assert loop.time() - t0 < 0.01 and not gone.is_set()
+        await gone.wait()
+
+    pool_test(body, memory_mb=256)

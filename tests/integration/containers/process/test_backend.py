@@ -46,7 +46,7 @@ from tests.integration.containers.backends import (
     wait_until,
     zipped,
 )
-from tests.procs import alive, freezer_dir, frozen
+from tests.procs import alive, freezer_dir, frozen, nice_orders_one_core, scheduling_of
 from whisk.clock import SystemClock
 
 # The process backend's fixtures: a state directory, a started backend, a Maker for it.
@@ -109,6 +109,51 @@ async def test_cpu_time_of_a_running_call_advances_without_cgroups(state_dir: Pa
     b = await started(state_dir, use_cgroups=False)
     try:
         await contract.cpu_time_of_a_running_call(Maker(b))
+    finally:
+        await b.close()
+        await b.remove_leftovers()
+
+
+async def test_cpu_weight_without_cgroups_is_the_nice_value(state_dir: Path) -> None:
+    """The contract's scenario (test_backend_contract.py) by each thread's nice value, with
+    the invoker started under SCHED_IDLE (as a CI job may be), where the kernel ignores nice
+    values: its containers run in the normal class. Skipped, saying why, on a host whose
+    scheduler does not order two plain processes on one core by nice value either."""
+    core = max(os.sched_getaffinity(0))
+    honoured, control = await asyncio.to_thread(
+        nice_orders_one_core, core, process_module.nice_of(1000), process_module.nice_of(10)
+    )
+    if not honoured:
+        pytest.skip(
+            f"this host's scheduler ignores nice values: {control}; {scheduling_of(os.getpid())}"
+        )
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread: it forks
+    try:
+        b = await started(state_dir, use_cgroups=False)
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    try:
+        make = Maker(b)
+        try:
+            await contract.cpu_weight_orders_a_shared_core(make)
+        except AssertionError as e:
+            seen = [scheduling_of(p) for p in (b._zygote.pid, *(c.pid for c in make.made))]
+            raise AssertionError(f"{e}; control: {control}; zygote, containers: {seen}") from e
+        c = await Maker(b)(ECHO_PY)
+        # As on CI's host, where containers were forked before the zygote left SCHED_IDLE:
+        os.sched_setscheduler(c.pid, os.SCHED_IDLE, os.sched_param(0))
+        await c.set_cpu_weight(1)
+        assert os.getpriority(os.PRIO_PROCESS, c.pid) == process_module.nice_of(1) == 19
+        assert os.sched_getscheduler(c.pid) == os.SCHED_OTHER
+    finally:
+        await b.close()
+        await b.remove_leftovers()
+
+
+async def test_memory_usage_without_cgroups_is_the_resident_memory(state_dir: Path) -> None:
+    b = await started(state_dir, use_cgroups=False)
+    try:
+        await contract.memory_usage_follows_what_it_holds(Maker(b))
     finally:
         await b.close()
         await b.remove_leftovers()
