@@ -26,8 +26,11 @@ STATE = ROOT / ".state" / "bench"
 
 
 # The test suite starts Kafka tuned for a fast start (C1 only, serial GC); benchmarks want
-# the broker's steady-state speed.
-os.environ.setdefault("KAFKA_JVM_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Xss512k")
+# the broker's steady-state speed. Neither keeps JVM perf data (a /tmp/hsperfdata_* left
+# behind).
+os.environ.setdefault(
+    "KAFKA_JVM_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:-UsePerfData -Xss512k"
+)
 
 
 @contextmanager

@@ -20,6 +20,13 @@ def mvn_available() -> bool:
     return shutil.which("mvn") is not None and shutil.which("java") is not None
 
 
+def maven_env() -> dict[str, str]:
+    """The environment for ``mvn``: its JVM keeps no perf data (a ``/tmp/hsperfdata_*``
+    directory would be left behind; the simulation's forked JVM is told so in the pom)."""
+    opts = os.environ.get("MAVEN_OPTS", "")
+    return {**os.environ, "MAVEN_OPTS": f"{opts} -XX:-UsePerfData".strip()}
+
+
 def command(
     scenario: Path, out: Path, apihost: str, auth: str, *, web: bool = False, quiet: bool = True
 ) -> list[str]:
@@ -61,6 +68,7 @@ def run(
             stderr=subprocess.STDOUT,
             timeout=timeout_s,
             cwd=POM.parent,
+            env=maven_env(),
         )
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"gatling:test failed (exit {proc.returncode}); see {log or 'its log'}")

@@ -47,6 +47,27 @@ class CouchAddress(Protocol):
     def password(self) -> str: ...
 
 
+async def follow_topic(bootstrap: str, topic: str, on_message: Callable[[bytes], None]) -> None:
+    """Hand every message of a single-partition topic, from its beginning, to
+    ``on_message``, until cancelled; waits for the topic to exist (without a consumer group:
+    the reader of a stand-in sees everything, whoever else reads the topic)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        # The broker offers no event for a topic's creation: poll its metadata.
+        while topic not in (await consumer.topics()):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        async for m in consumer:
+            on_message(m.value)
+    finally:
+        await consumer.stop()
+
+
 @dataclass
 class ControllerStub:
     """Publishes ActivationMessages and reads acks and pings like a stock controller."""
@@ -81,22 +102,11 @@ class ControllerStub:
             await self.producer.stop()
 
     async def _read(self, topic: str, sink: Callable[[dict[str, Any]], None]) -> None:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
-        )
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            # The broker offers no event for a topic's creation: poll its metadata.
-            while topic not in (await consumer.topics()):  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            async for m in consumer:
-                sink(loads(m.value))
-                self._changed.set()
-        finally:
-            await consumer.stop()
+        def on_message(value: bytes) -> None:
+            sink(loads(value))
+            self._changed.set()
+
+        await follow_topic(self.bootstrap, topic, on_message)
 
     def _on_ack(self, ack: dict[str, Any]) -> None:
         response: Any = ack.get("response")

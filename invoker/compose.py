@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from containers.backend import BackendContext
 from containers.registry import make_backend
@@ -14,6 +15,9 @@ from whisk.clock import Clock
 from whisk.manifest import Manifest
 from whisk.store import Store
 
+if TYPE_CHECKING:
+    from invoker.fpc.presence import Presence
+
 
 def runtime_manifest(cfg: InvokerConfig) -> Manifest:
     """The stock manifest when configured (``RUNTIMES_MANIFEST``: JSON or a path), its
@@ -23,11 +27,18 @@ def runtime_manifest(cfg: InvokerConfig) -> Manifest:
 
 
 def build_invoker(
-    cfg: InvokerConfig, *, bus: Bus, store: Store, clock: Clock, manifest: Manifest | None = None
+    cfg: InvokerConfig,
+    *,
+    bus: Bus,
+    store: Store,
+    clock: Clock,
+    manifest: Manifest | None = None,
+    presence: Presence | None = None,
 ) -> Invoker:
     """The container backend named by ``cfg.backend`` (from :mod:`containers.registry`, with
     its settings ``cfg.backend_settings``), the runtime manifest (stock file when
-    configured), and the GPU pool when ``cfg.gpu`` is set (``--gpu-devices``)."""
+    configured), and the GPU pool when ``cfg.gpu`` is set (``--gpu-devices``). ``presence``:
+    the scheduler mode's (``cfg.mode == "fpc"``); none publishes nothing."""
     if manifest is None:
         manifest = runtime_manifest(cfg)
     if cfg.runtime_images:
@@ -49,4 +60,5 @@ def build_invoker(
         manifest=manifest,
         metrics=metrics,
         gpu_pool=gpu_pool,
+        presence=presence,
     )

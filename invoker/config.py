@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from containers.docker.settings import DockerSettings
+from containers.pool import KEEP_ALIVE
 from containers.process.settings import ProcessSettings
 from containers.registry import BACKENDS, backend_type
 from gpu.config import GpuConfig
@@ -57,6 +58,9 @@ def default_cores(count: int | None = None) -> tuple[int, ...]:
     return tuple(cores[-count:])
 
 
+MODES = ("sharding", "fpc")
+
+
 def _non_empty(text: str | None) -> str | None:
     """The stock invoker's reading of ``--uniqueName ""``: not given."""
     return (text or "").strip() or None
@@ -75,6 +79,32 @@ class InvokerConfig:
     )
     displayed_name: str | None = setting(
         None, aliases=("--displayedName",), convert=_non_empty, help="displayedName shown in pings"
+    )
+    mode: str = setting(
+        "sharding",
+        choices=MODES,
+        help="sharding: activations arrive on invoker<N> (ShardingContainerPoolBalancer); "
+        "fpc: the scheduler's container creations arrive there and each container pulls its "
+        "calls over gRPC (stock: CONFIG_whisk_spi_InvokerProvider=...FPCInvokerReactive)",
+    )
+    etcd_hosts: str | None = setting(
+        None, help="fpc mode: etcd endpoints host:port,... for presence (stock whisk.etcd.hosts)"
+    )
+    etcd_lease_timeout_s: int = setting(
+        10,
+        help="fpc mode: TTL in seconds of the node's etcd lease (stock whisk.etcd.lease.timeout)",
+    )
+    cluster_name: str = setting(
+        "whisk", help="fpc mode: the etcd key prefix (stock whisk.cluster.name)"
+    )
+    resource_tags: tuple[str, ...] = setting(
+        factory=tuple, help="fpc mode: the node's resource tags, in its resource record"
+    )
+    dedicated_namespaces: tuple[str, ...] = setting(
+        factory=tuple, help="fpc mode: namespaces this node is dedicated to, in its record"
+    )
+    max_peek: int = setting(
+        128, help="fpc mode: container creations handled at once (stock containerCreation.maxPeek)"
     )
     kafka: str = setting("127.0.0.1:9092", help="Kafka bootstrap servers")
     topic_prefix: str = setting("", help="Kafka topic prefix")
@@ -161,6 +191,19 @@ class InvokerConfig:
     api_host: str = setting("http://127.0.0.1:3233", help="__OW_API_HOST given to actions")
     pause_grace_s: float = setting(10.0, help="idle seconds before a warm container is paused")
     idle_timeout_s: float = setting(600.0, help="idle seconds before a warm container is removed")
+    keep_alive: str = setting(
+        "footprint",
+        choices=KEEP_ALIVE,
+        help="how idle containers count against user memory: footprint (what each is "
+        "measured to use; evicted only for a call that needs the memory) or limit (the stock "
+        "invoker's: their whole limit)",
+    )
+    create_ahead: int | None = setting(
+        None,
+        help="containers created ahead, at most, for the calls next in line whose action has "
+        "none, so that a cold start's engine work holds no action core (default: 8 on the "
+        "docker backend, 0 on the process backend, whose cold start is a fork)",
+    )
     task_failures: int = setting(
         3, help="failures of one background task within --task-failure-window-s that fail the node"
     )
@@ -187,6 +230,8 @@ class InvokerConfig:
     def __post_init__(self) -> None:
         if self.instance < 0:
             raise ValueError("instance must be >= 0")
+        if self.create_ahead is not None and self.create_ahead < 0:
+            raise ValueError("create_ahead must be >= 0")
         if self.user_memory_mb < 128:
             raise ValueError("user memory must be at least 128 MB")
         if not self.action_cores:
@@ -214,6 +259,10 @@ class InvokerConfig:
             raise ValueError("pids_limit must be positive")
         if self.fc_window_s <= 0:
             raise ValueError("fc_window_s must be positive")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        if self.etcd_lease_timeout_s < 1 or self.max_peek < 1:
+            raise ValueError("etcd_lease_timeout_s and max_peek must be positive")
         if self.max_pending < 1:
             raise ValueError("max_pending must be positive")
         if self.cpu_sample_s < 0:

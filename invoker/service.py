@@ -2,9 +2,10 @@
 the container pool, and owns every background task.
 
 Path of one activation: feed (Kafka ``invoker<N>``) -> parse -> fetch the action (cached)
--> ``NodeScheduler.admit`` (priority fixed now) -> dispatcher (a free core and a container
-slot) -> :class:`ActivationRunner` -> acks on ``completed<C>`` + record in the database ->
-offset may be committed. Nothing here does I/O in ``__init__``; ``start`` and ``stop`` do.
+-> ``NodeScheduler.admit`` (priority fixed now) -> dispatcher (``NodeScheduler.plan``: a core,
+maybe freed by a pause or move; the pool's memory; then ``commit``) ->
+:class:`ActivationRunner` -> acks on ``completed<C>`` + record in the database -> offset may
+be committed. Nothing here does I/O in ``__init__``; ``start`` and ``stop`` do.
 """
 
 from __future__ import annotations
@@ -12,27 +13,29 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Coroutine
+from collections import Counter
+from collections.abc import Coroutine, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from containers import cpu
 from containers.backend import ContainerBackend, ContainerError
-from containers.placement import WarmKey
+from containers.placement import AHEAD_STATES, IDLE_STATES, WarmKey
 from containers.pool import ContainerPool, Lease, StemCell
 from invoker import nodeview
 from invoker.acks import AckSender
 from invoker.actions import ActionFetcher, FetchError
-from invoker.activation import ActivationRunner, Job
+from invoker.activation import ActivationRunner, Binding, Job, Ran
 from invoker.activation import Outcome as ActivationOutcome
 from invoker.calltimes import CallTimes
 from invoker.config import InvokerConfig
+from invoker.cpu_order import CpuOrder
 from invoker.gpu import GpuPoolHandle, is_gpu_action, is_kaas_action, run_ktask
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
 from invoker.offsets import OffsetTracker
-from invoker.scheduler import Call, NodeScheduler, Preemption
+from invoker.scheduler import Call, MoveThenStart, NodeScheduler, PauseThenStart, Preemption, Start
 from policies import FIFO, OPENWHISK, FunctionStats, get_policy
 from whisk.bus import Bus, Consumer, Producer, Record
 from whisk.clock import Clock
@@ -56,6 +59,10 @@ from whisk.store import Store, StoreError
 from whisk.store.records import RecordWriter
 from whisk.supervisor import Supervisor
 
+if TYPE_CHECKING:
+    from invoker.fpc.node import FpcNode
+    from invoker.fpc.presence import Presence
+
 log = logging.getLogger(__name__)
 
 
@@ -66,7 +73,10 @@ def _in_run(call: Call[Job]) -> bool:
 
 # Runtime families whose containers serve overlapping /run calls (__OW_ALLOW_CONCURRENT).
 CONCURRENT_FAMILIES = frozenset({"nodejs", BLACKBOX})
+# Containers created ahead on Docker (--create-ahead): the reference runs 10 creations at once.
+DOCKER_CREATE_AHEAD = 8
 COMPACT_AFTER = 10_000  # queued jobs beyond this keep only their raw message (memory)
+NO_OFFSET = -1  # a pulled call's partition and offset: it came from no Kafka record
 PING_TIMEOUT_S = 1.5  # a ping Kafka has not acknowledged by then: it cannot take acks either
 
 
@@ -105,7 +115,9 @@ class Invoker:
         metrics: InvokerMetrics | None = None,
         gpu_pool: GpuPoolHandle | None = None,
         cadence: Cadence = Cadence(),
+        presence: Presence | None = None,
     ) -> None:
+        """``presence``: the scheduler mode's (etcd); none publishes nothing."""
         self.config = config
         self.cadence = cadence
         self.bus = bus
@@ -125,10 +137,23 @@ class Invoker:
             config.user_memory_mb * 1024 * 1024,
             unique_name=config.unique_name or str(config.instance),
             displayed_name=config.displayed_name,
+            tags=config.resource_tags,
+            dedicated_namespaces=config.dedicated_namespaces,
         )
         self.policy = get_policy(config.policy)
+        # An attained-service policy orders the running calls' CPU (invoker.cpu_order).
+        self.cpu_order = (
+            CpuOrder(
+                self.policy.attained,
+                len(config.action_cores),
+                clock,
+                lambda: self._running,
+            )
+            if self.policy.attained is not None
+            else None
+        )
         self.scheduler: NodeScheduler[Job] = NodeScheduler(
-            self.policy,
+            self.policy if self.cpu_order is None else self.cpu_order.queue_policy(self.policy),
             config.action_cores,
             FunctionStats(window_s=config.fc_window_s),
             preemption=self.policy.preemption or (Preemption() if config.preempt else None),
@@ -143,6 +168,10 @@ class Invoker:
         self._receipts = itertools.count()  # receipt order, the tie-break between priorities
         self.call_times = CallTimes()  # response time and stretch per function (the console)
         state = Path(config.state_dir)
+        ahead = config.create_ahead
+        if ahead is None:  # only Docker's cold starts are slow engine work
+            ahead = DOCKER_CREATE_AHEAD if backend.name == "docker" else 0
+        self.create_ahead: int = ahead
         self.pool = ContainerPool(
             backend,
             user_memory_mb=config.user_memory_mb,
@@ -157,6 +186,7 @@ class Invoker:
             stem_cells=self._stem_cells(),
             pause_grace_s=config.pause_grace_s,
             idle_timeout_s=config.idle_timeout_s,
+            keep_alive=config.keep_alive,
             on_change=self._wake,
             supervisor=self.supervisor,
         )
@@ -185,6 +215,7 @@ class Invoker:
             self.metrics,
             sentinelled=self._sentinelled,
             preemptive=self.scheduler.preemption is not None,
+            rank_call=self.cpu_order.admit if self.cpu_order is not None else None,
         )
         self.enabled = True
         self.pending = 0
@@ -195,6 +226,11 @@ class Invoker:
         self._running: dict[Call[Job], NodeScheduler[Job]] = {}  # started calls, their queue
         # Per queue: when the next waiting call becomes overdue, and the wake-up set for it.
         self._overdue_timers: dict[int, tuple[float, asyncio.TimerHandle]] = {}
+        self.fpc: FpcNode | None = None  # the scheduler mode's creations and pullers
+        if config.mode == "fpc":
+            from invoker.fpc.node import FpcNode  # grpc only where the mode is used
+
+            self.fpc = FpcNode(self, presence)
         self._install_gauges()
 
     # -- configuration helpers --
@@ -262,20 +298,27 @@ class Invoker:
         await self.backend.start()
         await self.pool.start()
         await self.consumer.start()
-        for name, loop in (
+        if self.fpc is not None:
+            await self.fpc.start()
+        loops = [
             ("feed", self._feed_loop),
             ("dispatch", self._dispatch_after_restart),
             ("commit", self._commit_loop),
             ("health", self._health_loop),
-            ("ping", self._ping_loop),
-        ):
+        ]
+        if self.fpc is None:  # in the scheduler mode controllers read presence, not pings
+            loops.append(("ping", self._ping_loop))
+        for name, loop in loops:
             self.supervisor.start(name, loop)
+        if self.cpu_order is not None:  # without it the calls share the CPU as stock
+            self.supervisor.start("cpu-order", self.cpu_order.run, critical=False)
         if self.policy.exclusive_cores and self.config.cpu_sample_s > 0:
             # The node works without it (estimates then correct when calls finish).
             self.supervisor.start("cpu-sampler", self._cpu_sample_loop, critical=False)
         log.info(
-            "%s started: policy %s, cores %s, %d MB for actions, backend %s",
+            "%s started (%s mode): policy %s, cores %s, %d MB for actions, backend %s",
             self.instance.label,
+            self.config.mode,
             self.policy.name,
             list(self.config.action_cores),
             self.config.user_memory_mb,
@@ -291,9 +334,14 @@ class Invoker:
         self._stopping.set()
         self.consumer.pause()
         await self.supervisor.stop("feed")
+        if self.fpc is not None:  # no more creations or fetches
+            self.fpc.stop_pulling()
         handed_back = self.scheduler.drain() + self.gpu_calls.drain()
         if handed_back:
             log.info("handing back %d queued activations for re-delivery", len(handed_back))
+        for call in handed_back:
+            if call.payload.binding is not None:  # pulled: its puller reschedules it
+                call.payload.binding.end(None)
         self.pending -= len(handed_back)
         running = [t for t in self._tasks if not t.done()]
         if running:
@@ -302,7 +350,9 @@ class Invoker:
             for t in late:
                 t.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        await self.supervisor.stop("dispatch", "commit", "health", "cpu-sampler")
+        if self.fpc is not None:  # the pullers' clients closed, presence left
+            await self.fpc.close(deadline_s)
+        await self.supervisor.stop("dispatch", "commit", "health", "cpu-sampler", "cpu-order")
         await self.records.close()
         await _bounded(self._commit(), "committing offsets")
         await self.pool.close()
@@ -311,7 +361,8 @@ class Invoker:
         await self.backend.close()
         await self.supervisor.stop("ping")
         await self.supervisor.close()
-        await _bounded(self._ping(enabled=False), "the final disabled ping")
+        if self.fpc is None:
+            await _bounded(self._ping(enabled=False), "the final disabled ping")
         # With the broker away these would wait for their request timeouts.
         await _bounded(self.consumer.stop(), "leaving the consumer group")
         await _bounded(self.producer.stop(), "closing the producer")
@@ -326,7 +377,12 @@ class Invoker:
         if enabled == self.enabled:
             return False
         self.enabled = enabled
-        if enabled:
+        if self.fpc is not None:  # no pings: creations are refused, the pullers end
+            if enabled:
+                self.fpc.accepting = True
+            else:
+                self.fpc.stop_pulling()
+        elif enabled:
             self.supervisor.start("ping", self._ping_loop)
         else:
             await self.supervisor.stop("ping")
@@ -340,6 +396,7 @@ class Invoker:
     def status(self) -> dict[str, Any]:
         return {
             "invoker": self.instance.label,
+            "mode": self.config.mode,
             "enabled": self.enabled,
             "healthy": self.health.healthy,
             "problems": self.health.problems,
@@ -364,6 +421,7 @@ class Invoker:
             "pending": self.pending,
             "userMemoryMB": self.config.user_memory_mb,
             "usedMemoryMB": self.pool.used_memory_mb,
+            "keptMemoryMB": self.pool.kept_memory_mb,
             "containers": len(self.pool.slots),
             "coldStarts": self.pool.cold_starts,
             "warmStarts": self.pool.warm_starts,
@@ -375,6 +433,8 @@ class Invoker:
             "evictions": self.pool.evictions,
             "functions": len(self.scheduler.stats),
             "addedLatency": self.metrics.added_latency_percentiles(),
+            **({"cpuOrder": self.cpu_order.status()} if self.cpu_order is not None else {}),
+            **({"fpc": self.fpc.status()} if self.fpc is not None else {}),
         }
 
     # -- background loops --
@@ -440,6 +500,11 @@ class Invoker:
                 except TimeoutError:
                     pass
             self.health.report("containers", self.pool.create_problem)
+            if self.fpc is not None:  # the scheduler finds the node only through it
+                presence = self.fpc.presence
+                self.health.report(
+                    "presence", None if presence.healthy else f"presence: {presence.state}"
+                )
             now = self.health.problems
             if now.keys() != was.keys():
                 if now:
@@ -494,8 +559,12 @@ class Invoker:
     def _take(self, record: Record) -> None:
         """Admit one message, or answer it as poison. Nothing escapes from here, so no
         message can end the feed; one that cannot be read is counted, answered when its
-        activation id and controller can be read, and always committed past."""
+        activation id and controller can be read, and always committed past. In the
+        scheduler mode the message is a container creation or deletion (:class:`FpcNode`)."""
         self.pending += 1
+        if self.fpc is not None:
+            self._spawn(self._answer(record, self.fpc.take(record.value)))
+            return
         received = self.clock.now()
         try:
             msg = parse_activation(record.value)
@@ -570,19 +639,11 @@ class Invoker:
         """Resolve the action and queue the call (None), or return the answer to send."""
         # Taken before the first await, so in receipt order whatever the fetch takes.
         receipt = next(self._receipts)
-        if redelivered:
-            done = await self._finished_before(msg)
-            if done is not None:
-                log.info(
-                    "activation %s finished before a restart; re-acknowledging", msg.activation_id
-                )
-                return self.acks.completion(msg.controller, msg.transid, msg.activation_id, done)
-        try:
-            action = await self.fetcher.fetch(msg.action.docid, msg.revision)
-        except FetchError as e:
-            log.warning("activation %s: %s", msg.activation_id, e)
-            fallback = self.runner.fallback(msg.partial(), e.code, e.message)
-            return self.runner.answer_fallback(msg.partial(), fallback, msg)
+        if redelivered and (reack := await self.reack_if_finished(msg)) is not None:
+            return reack
+        action = await self._resolve(msg)
+        if not isinstance(action, Action):
+            return action
         job = Job(
             record.value,
             action,
@@ -592,6 +653,47 @@ class Invoker:
             max_payload=payload_limit(msg.user.limits),
             parsed=msg,
         )
+        return self._queue(job, receipt)
+
+    async def admit_pulled(
+        self, raw: bytes, msg: ActivationMessage, binding: Binding
+    ) -> Coroutine[Any, Any, None] | None:
+        """Queue a call a container pulled from the scheduler (the scheduler mode) as a
+        received one is (:meth:`_decide`), bound to that container: it waits for a core in
+        the policy's order. None once queued (``binding.ended`` resolves when it ends), or
+        the answer to send when it cannot run."""
+        receipt = next(self._receipts)
+        received = self.clock.now()
+        action = await self._resolve(msg)
+        if not isinstance(action, Action):
+            return action
+        job = Job(
+            raw,
+            action,
+            NO_OFFSET,
+            NO_OFFSET,
+            received,
+            max_payload=payload_limit(msg.user.limits),
+            parsed=msg,
+            binding=binding,
+        )
+        answer = self._queue(job, receipt)
+        if answer is None:
+            self.pending += 1  # as a received call's, until it ends (_execute)
+        return answer
+
+    async def _resolve(self, msg: ActivationMessage) -> Action | Coroutine[Any, Any, None]:
+        """The call's action, or the answer to send when it cannot be fetched."""
+        try:
+            return await self.fetcher.fetch(msg.action.docid, msg.revision)
+        except FetchError as e:
+            log.warning("activation %s: %s", msg.activation_id, e)
+            fallback = self.runner.fallback(msg.partial(), e.code, e.message)
+            return self.runner.answer_fallback(msg.partial(), fallback, msg)
+
+    def _queue(self, job: Job, receipt: int) -> Coroutine[Any, Any, None] | None:
+        """Admit the job to its queue (None), or return the answer when it must not run."""
+        msg, action, received = job.msg, job.action, job.received
         problem = unsupported_encryption(msg) or check_user_limits(
             action, msg.user.limits, self.config.user_memory_mb
         )
@@ -606,8 +708,11 @@ class Invoker:
             queue = self.gpu_calls
         job.admitted = self.clock.now()
         limit = self._concurrency(action)
-        if limit > 1:  # its calls may share a warm container of the same key
-            group = WarmKey(msg.user.namespace, action.docid, action.revision)
+        if limit > 1:  # its calls may share a warm container of the same key (a pulled
+            # call: only its own container, on the core that container's calls share)
+            group: Hashable = WarmKey(msg.user.namespace, action.docid, action.revision)
+            if job.binding is not None and job.binding.lease is not None:
+                group = ("container", job.binding.lease.slot.id)
             queue.admit(action.docid, job, received, order=receipt, group=group, limit=limit)
         else:
             queue.admit(action.docid, job, received, order=receipt)
@@ -638,6 +743,15 @@ class Invoker:
         )
         await self.runner.answer_fallback(msg.partial(), record, msg)
 
+    async def reack_if_finished(self, msg: ActivationMessage) -> Coroutine[Any, Any, None] | None:
+        """For a call a crash may have cut off (re-delivered, or journaled in the scheduler
+        mode): its completion ack to send again if it finished before, else None (run it)."""
+        done = await self._finished_before(msg)
+        if done is None:
+            return None
+        log.info("activation %s finished before a restart; re-acknowledging", msg.activation_id)
+        return self.acks.completion(msg.controller, msg.transid, msg.activation_id, done)
+
     async def _finished_before(self, msg: ActivationMessage) -> bool | None:
         """For a re-delivered message: was it finished before a crash (its record stored or
         spooled)? Returns whether it was a system error, or None if it must run. The
@@ -660,6 +774,8 @@ class Invoker:
         await self._dispatch_loop()
 
     async def _dispatch_loop(self) -> None:
+        """Per queue: resume paused calls, spread shared cores, then start what the queue
+        plans until it plans nothing or the pool has no memory for its call."""
         queues = (self.gpu_calls, self.scheduler)
         while True:
             await self._wakeup.wait()
@@ -667,32 +783,42 @@ class Invoker:
             for queue in queues:
                 self._resume_paused(queue)
                 self._spread(queue)  # long calls sharing a core get back one that freed
-                while True:
-                    now = self.clock.now()
-                    victim = moved = chosen = None
-                    if not queue.can_start():
-                        moved = queue.sharing_move(now, _in_run)
-                        if moved is not None:
-                            left = queue.move(*moved)
-                        elif (victim := queue.preemption_victim(now, _in_run)) is not None:
-                            queue.pause(victim, now)
-                        elif (chosen := queue.choose_overdue(now, _in_run)) is None:
-                            break
-                    if not self._start_next(queue):
-                        if victim is not None:
-                            queue.unpause(victim, now)
-                        if moved is not None:
-                            queue.move(moved[0], left, undo=True)
-                        if chosen is not None:
-                            queue.unchoose()
+                while (decision := queue.plan(self.clock.now(), _in_run)) is not None:
+                    if not self._start(queue, decision):
                         break
-                    if victim is not None:
-                        self.metrics.preemptions.inc()
-                        self._spawn(self._pause(victim))
-                    if moved is not None:
-                        self._spawn(self._repin(moved[0]))
                 self._spread(queue)
                 self._wake_when_overdue(queue)
+            self._create_ahead()
+
+    def _create_ahead(self) -> None:
+        """Have containers created for the calls next in line whose action has none idle
+        or coming, at most ``create_ahead`` untaken at once (``--create-ahead``):
+        a Docker cold start is hundreds of ms of engine work that need not hold the action
+        core its call gets (docs/operations.md, containers created ahead)."""
+        if self.create_ahead <= 0 or not self.scheduler.queued:
+            return  # off (the process backend's default), or none waits: nothing to count
+        room = self.create_ahead - self.pool.ahead
+        if room <= 0:
+            return
+        ready = Counter(
+            s.key
+            for s in self.pool.slots.values()
+            if s.key is not None and (s.state in IDLE_STATES or s.state in AHEAD_STATES)
+        )
+        for call in self.scheduler.upcoming(self.create_ahead):
+            job = call.payload
+            key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
+            if call.limit > 1 or job.binding is not None:  # it has a container, or may join one
+                continue
+            if ready[key] > 0:
+                ready[key] -= 1
+                continue
+            action = job.action
+            if not self.pool.create_ahead(key, action.kind, action.limits.memory_mb, action.image):
+                return
+            room -= 1
+            if room == 0:
+                return
 
     def _wake_when_overdue(self, queue: NodeScheduler[Job]) -> None:
         """Look again when the next waiting call becomes overdue (nothing else may wake
@@ -714,17 +840,19 @@ class Invoker:
             queue.move(*moved)
             self._spawn(self._repin(moved[0]))
 
-    def _start_next(self, queue: NodeScheduler[Job]) -> bool:
-        """Start the call the queue names (in a container of its own, or joining one of
-        its action's); False if it must wait for memory (a release wakes the loop)."""
-        head = queue.peek()
-        assert head is not None
-        job = head.payload
-        joining = queue.joining()
-        if joining is not None:  # a running container of its action has room
-            lease = self.pool.join(joining.handle)
+    def _start(self, queue: NodeScheduler[Job], decision: Start) -> bool:
+        """Reserve the memory of the call the queue plans to start (none when it joins a
+        running container of its action), commit the plan and run the call; False if it
+        must wait for memory (a release wakes the loop: the plan is dropped, nothing was
+        changed). A pause or move the plan makes first is carried out here too."""
+        job = decision.call.payload
+        joins = decision.joins
+        if job.binding is not None:  # pulled for a container its puller holds
+            lease = job.binding.lease
+        elif joins is not None:  # a running container of its action has room
+            lease = self.pool.join(joins.handle)
             if lease is None:  # it takes no more (a call in it failed): look again
-                queue.close(joining)
+                queue.close(joins)
                 return True
         else:
             key = WarmKey(job.msg.user.namespace, job.action.docid, job.action.revision)
@@ -733,15 +861,20 @@ class Invoker:
                 job.action.kind,
                 job.action.limits.memory_mb,
                 job.action.image,
-                head.limit,
+                decision.call.limit,
             )
             if lease is None:
                 return False
-        call = queue.start(self.clock.now())
+        call = queue.commit(decision, self.clock.now())
         if call.shared is not None and call.shared.handle is None:
             call.shared.handle = lease.slot  # what later calls join
         self._running[call] = queue
         self._spawn(self._execute(queue, call, lease))
+        if isinstance(decision, PauseThenStart):
+            self.metrics.preemptions.inc()
+            self._spawn(self._pause(decision.victim))
+        elif isinstance(decision, MoveThenStart):
+            self._spawn(self._repin(decision.moved))
         return True
 
     def _resume_paused(self, queue: NodeScheduler[Job]) -> None:
@@ -780,12 +913,24 @@ class Invoker:
                 self._running.pop(call, None)
                 if outcome is not None:
                     queue.finish(call, outcome.run_s, outcome.cpu_s, outcome.cpu_wait_s)
+                    if self.cpu_order is not None and outcome.run_s is not None:
+                        self.cpu_order.finished(call.function, outcome.run_s - outcome.cpu_wait_s)
                     if outcome.run_s is not None:
                         response_s = self.clock.now() - job.received
                         self.call_times.observe(call.function, response_s, outcome.run_s)
                 else:
                     queue.finish(call, None)
-                self.pool.release(lease, healthy=bool(outcome and outcome.healthy))
+                healthy = bool(outcome and outcome.healthy)
+                if job.binding is None:
+                    self.pool.release(lease, healthy=healthy)
+                else:  # the container stays its puller's, which fetches the next call now
+                    job.binding.end(
+                        Ran(
+                            healthy,
+                            outcome.run_s if outcome else None,
+                            whisk_error=outcome is None or outcome.response.is_system_error,
+                        )
+                    )
                 self._wake()
             if outcome.answer is not None:
                 await outcome.answer
@@ -805,8 +950,11 @@ class Invoker:
         finally:
             if outcome is not None and outcome.answer is not None and not answered:
                 outcome.answer.close()  # never started (cancelled before): nothing to await
-            if answered:
-                self.offsets.finished(job.partition, job.offset)
+            if answered:  # what lets it go: its offset, or its line in the journal
+                if job.binding is None:
+                    self.offsets.finished(job.partition, job.offset)
+                elif job.binding.answered is not None:
+                    job.binding.answered()
             self.pending -= 1
 
     async def _run_unless_expired(

@@ -4,10 +4,12 @@
     python3 scripts/probe.py couchdb URL USER PASSWORD
     python3 scripts/probe.py podman SOCKET_PATH
     python3 scripts/probe.py toxiproxy URL
+    python3 scripts/probe.py etcd URL
 
 Exit 0 when the service really answers (Kafka: a Metadata response that lists a broker;
 CouchDB: GET / with basic auth answers 200 with JSON; Podman: GET /_ping answers "OK";
-Toxiproxy: GET /proxies answers 200 with a JSON object),
+Toxiproxy: GET /proxies answers 200 with a JSON object; etcd: GET /health answers
+{"health": "true"}, which needs a leader),
 1 otherwise, with the reason on stderr.
 """
 
@@ -115,6 +117,13 @@ def probe_toxiproxy(url: str) -> None:
             raise RuntimeError(f"GET /proxies answered {resp.status}")
 
 
+def probe_etcd(url: str) -> None:
+    with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=TIMEOUT) as resp:
+        body = json.loads(resp.read())
+        if resp.status != 200 or body.get("health") != "true":
+            raise RuntimeError(f"GET /health answered {resp.status} {body}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -125,6 +134,7 @@ def main(argv: list[str]) -> int:
         "couchdb": probe_couchdb,
         "podman": probe_podman,
         "toxiproxy": probe_toxiproxy,
+        "etcd": probe_etcd,
     }
     if kind not in probes:
         print(f"unknown probe {kind!r}", file=sys.stderr)

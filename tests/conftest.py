@@ -2,6 +2,7 @@
 
     kafka         .bootstrap "127.0.0.1:19092", .host, .port, .stop() .start() .kill() .restart()
     couchdb       .url "http://127.0.0.1:15984", .user, .password, .auth, .stop() .start() ...
+    etcd          .hosts "127.0.0.1:12379" (CONFIG_whisk_etcd_hosts), .url, .stop() .start() ...
     podman        .docker_host "unix:///.../podman.sock", .socket_path, .busybox_image,
                   .container_label, .remove_containers(label), .stop() .start() ...
     dockerd       the same for a Docker Engine (dockerd): .docker_host "unix:///.../docker.sock"
@@ -31,14 +32,18 @@ from services import (
     COUCHDB_PASSWORD,
     COUCHDB_TEST_PORT,
     COUCHDB_USER,
+    ETCD_PEER_TEST_PORT,
+    ETCD_TEST_PORT,
     KAFKA_PROXIED_TEST_PORT,
     KAFKA_PROXY_TEST_PORT,
     KAFKA_TEST_PORT,
     TOXIPROXY_TEST_PORT,
     CouchDBService,
     DockerService,
+    EtcdService,
     ExternalCouchDB,
     ExternalDocker,
+    ExternalEtcd,
     ExternalKafka,
     ExternalPodman,
     KafkaService,
@@ -111,6 +116,24 @@ def couchdb(service_slot: Slot) -> Iterator[CouchDBService]:
         port=service_slot.port(COUCHDB_TEST_PORT),
         user=COUCHDB_USER,
         password=COUCHDB_PASSWORD,
+    )
+    try:
+        svc.setup()
+        yield svc
+    finally:
+        svc.teardown()
+
+
+@pytest.fixture(scope="session")
+def etcd(service_slot: Slot) -> Iterator[EtcdService]:
+    external = os.environ.get("OW_TEST_ETCD_HOSTS")
+    if external:
+        yield ExternalEtcd(external)
+        return
+    svc = EtcdService(
+        service_slot.state_dir,
+        port=service_slot.port(ETCD_TEST_PORT),
+        peer_port=service_slot.port(ETCD_PEER_TEST_PORT),
     )
     try:
         svc.setup()

@@ -21,9 +21,10 @@ from xdist.scheduler import LoadScopeScheduling
 INTEGRATION = "tests/integration/"
 
 # (lane, the integration folders and files it runs, the first match wins), of about equal
-# times (docs/testing.md has them): the network faults, processes killed and drains; the
-# rest of the invoker's end-to-end tests with the soak, the image and the operations guide;
-# everything else (the backends, the front and its clients, the GPU pool, the tools).
+# times (docs/testing.md has them): the network faults, processes killed and drains, with
+# the GPU pool's tests; the rest of the invoker's end-to-end tests with the soak, the image
+# and the operations guide; everything else (the backends, the front and its clients, the
+# tools). The longest lane is the suite's critical path: keep them even.
 LANES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "faults",
@@ -33,6 +34,7 @@ LANES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "invoker/test_drain.py",
             "invoker/test_takeover.py",
             "invoker/test_overload.py",
+            "gpu/",
         ),
     ),
     ("invoker", ("invoker/", "deploy/", "docs/")),
@@ -51,9 +53,21 @@ def lane_of(nodeid: str) -> str | None:
     return None
 
 
+# Tests that make the same simulations, in the order they run in one worker: the later one
+# reads the earlier one's runs from the session's cache (``OW_SIMULATION_CACHE``) instead of
+# making them again beside it (the bounds table's ``openwhisk``, ``fc`` and ``gittins`` runs
+# at 32 GB are the heavy-tail table's).
+FIGURES = "tests/figures/test_benchmark_figures.py::"
+SHARED_SIMULATIONS = {
+    f"{FIGURES}test_the_heavy_tail_tables_in_policies_md": "heavy-tail simulations",
+    f"{FIGURES}test_the_ideal_bounds_tables_in_policies_md": "heavy-tail simulations",
+}
+
+
 def scope_of(nodeid: str) -> str:
-    """What one worker runs as a whole: a lane, or the test alone."""
-    return lane_of(nodeid) or nodeid
+    """What one worker runs as a whole: a lane, tests that share simulations, or the test
+    alone."""
+    return lane_of(nodeid) or SHARED_SIMULATIONS.get(nodeid, nodeid)
 
 
 class LaneScheduling(LoadScopeScheduling):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ LATE_S = SLOW_S / 2
 
 
 async def test_gatling_replays_scenario(tmp_path: Path) -> None:
+    # Its JVMs keep no perf data: a /tmp/hsperfdata_<user> would be left on the host.
+    perf_data = Path("/tmp") / f"hsperfdata_{getpass.getuser()}"
+    perf_data_before = perf_data.exists()
     stub = StubOpenWhisk(cores=4, delays={"slow": SLOW_S, "fast": 0.01})
     url = await stub.start()
     stub.actions.update({"slow": {}, "fast": {}})
@@ -48,3 +52,4 @@ async def test_gatling_replays_scenario(tmp_path: Path) -> None:
     slow = [t for t in timings if t.action == "slow"]
     assert all(t.response_s >= SLOW_S for t in slow)
     assert max(t.sent_s for t in timings) < 1.1 + LATE_S
+    assert perf_data_before or not perf_data.exists(), f"{perf_data} left behind"

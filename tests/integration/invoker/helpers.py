@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import time
@@ -45,17 +46,23 @@ class Seen:
     durable: int  # records it has written to CouchDB, or spooled
 
 
+def admin_auth(user: str = "invoker.user", password: str = "invoker.pass") -> dict[str, str]:
+    """The admin API's basic-auth header (make_config's credentials by default), as
+    headers: aiohttp deprecates its ``BasicAuth`` and ``auth=``."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
 @asynccontextmanager
 async def watching(admin_port: int, every_s: float = 0.25) -> AsyncIterator[list[Seen]]:
     """Readings of the invoker's ``/status`` every ``every_s`` while the block runs (none
     while it does not answer)."""
     seen: list[Seen] = []
     stop = asyncio.Event()
-    auth = aiohttp.BasicAuth("invoker.user", "invoker.pass")  # make_config's password
     timeout = aiohttp.ClientTimeout(total=2)
 
     async def watch() -> None:
-        async with aiohttp.ClientSession(auth=auth, timeout=timeout) as http:
+        async with aiohttp.ClientSession(headers=admin_auth(), timeout=timeout) as http:
             while not stop.is_set():
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                     async with http.get(f"http://127.0.0.1:{admin_port}/status") as r:

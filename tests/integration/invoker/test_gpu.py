@@ -10,8 +10,9 @@ import zipfile
 import pytest
 
 from gpu.config import GpuConfig
-from harness.controller import running_invoker
+from harness.controller import ControllerStub, running_invoker
 from tests.integration.harness import python_zip
+from whisk.protocol import QualifiedName
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.services, pytest.mark.gpu]
@@ -39,8 +40,20 @@ def model_zip() -> tuple[bytes, list[float]]:
     return out.getvalue(), expected
 
 
-async def test_gpu_action_runs_through_the_pool(kafka, couchdb, tmp_path):
+async def create_infer(stub: ControllerStub) -> tuple[tuple[QualifiedName, str], list[float]]:
+    """The ``infer`` GPU action of :func:`model_zip` (512 MB), and what it answers."""
     code, expected = model_zip()
+    created = await stub.create_action(
+        "infer",
+        code,
+        binary=True,
+        annotations=[{"key": "gpu", "value": True}],
+        memory_mb=512,
+    )
+    return created, expected
+
+
+async def test_gpu_action_runs_through_the_pool(kafka, couchdb, tmp_path):
     async with running_invoker(
         kafka,
         couchdb,
@@ -48,13 +61,7 @@ async def test_gpu_action_runs_through_the_pool(kafka, couchdb, tmp_path):
         gpu=GpuConfig(devices="virtual:2", memory_mb=64),
         action_cores=(0,),
     ) as (invoker, stub):
-        action, rev = await stub.create_action(
-            "infer",
-            code,
-            binary=True,
-            annotations=[{"key": "gpu", "value": True}],
-            memory_mb=512,
-        )
+        (action, rev), expected = await create_infer(stub)
         results = []
         for _ in range(3):
             aid = await stub.invoke(action, rev)

@@ -253,7 +253,10 @@ async def test_offsets_are_committed_after_completion(live):
 
 async def test_prewarm_warm_reuse_and_lru_eviction(kafka, couchdb, tmp_path):
     # 1024 MB: the stock nodejs:20 stem cells (2 x 256 MB) may hold at most half of it.
-    async with running_invoker(kafka, couchdb, tmp_path, user_memory_mb=1024) as (invoker, ctl):
+    # The stock invoker's accounting: every container at its limit, evicted LRU first.
+    async with running_invoker(
+        kafka, couchdb, tmp_path, user_memory_mb=1024, keep_alive="limit"
+    ) as (invoker, ctl):
         pool = invoker.pool
         async with asyncio.timeout(30):
             while pool.count(SlotState.PREWARM) < 2:
@@ -277,6 +280,26 @@ async def test_prewarm_warm_reuse_and_lru_eviction(kafka, couchdb, tmp_path):
         assert pool.count(SlotState.PREWARM) == 2  # prewarmed containers are never evicted
         keys = {s.key.docid for s in pool.slots.values() if s.key is not None}
         assert keys == {"guest/a", "guest/b"}
+
+
+async def test_idle_containers_kept_at_their_footprint_outnumber_the_memorys_limits(
+    kafka, couchdb, tmp_path
+):
+    """Keep-alive by footprint (the default): six 256 MB python actions called in turn on a
+    node of 1024 MB (four containers at their limits) all stay warm, measured at what they
+    use, and their second calls are all warm."""
+    async with running_invoker(kafka, couchdb, tmp_path, user_memory_mb=1024) as (invoker, ctl):
+        pool = invoker.pool
+        actions = [await ctl.create_action(f"k{i}", PY_HELLO) for i in range(6)]
+        for action, rev in actions * 2:
+            await ctl.wait_completion(await ctl.invoke(action, rev))
+        assert (pool.cold_starts, pool.warm_starts, pool.evictions) == (6, 6, 0)
+        warm = [s for s in pool.slots.values() if s.key is not None]
+        async with asyncio.timeout(10):  # the last one is measured after its call
+            while any(s.footprint_mb is None for s in warm):
+                await asyncio.sleep(0.05)
+        assert len(warm) == 6 and all(0 < s.footprint_mb < 100 for s in warm), warm
+        assert pool.used_memory_mb == pool.kept_memory_mb < 1024
 
 
 PY_SHIFTY = b"""

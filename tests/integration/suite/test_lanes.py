@@ -28,6 +28,12 @@ def test_a_lane_is_one_scope_and_every_other_test_one_of_its_own() -> None:
     assert lanes.scope_of(chaos) == "faults"
     figure = "tests/figures/test_doc_figures.py::test_x"
     assert lanes.scope_of(figure) == figure
+    # The tests that share simulations run in one worker; each name must still be a test.
+    shared = {lanes.scope_of(nodeid) for nodeid in lanes.SHARED_SIMULATIONS}
+    assert shared == {"heavy-tail simulations"}
+    source = (ROOT / "tests/figures/test_benchmark_figures.py").read_text()
+    for nodeid in lanes.SHARED_SIMULATIONS:
+        assert f"def {nodeid.split('::')[1]}(" in source, nodeid
     assert lanes.LaneScheduling._split_scope is not lanes.LoadScopeScheduling._split_scope
 
 
