@@ -18,7 +18,7 @@ most 20 ms, CI's loaded machine (three or more runnable tasks on the action core
 of 20 ms and more between a task's slices) stretched the long call's 2.2 s past 3 s of
 running: the cap is now above the waits a busy core makes and far below a pause. A pause
 counts at most one step (50 ms), so the long call still runs 2.1 s or more unpaused and
-ends at least 2.1 + 2 × 0.6 = 3.3 s after it began.
+ends at least 2.1 + 0.6 + 0.6 = 3.3 s after it began.
 """
 
 from __future__ import annotations
