@@ -152,7 +152,8 @@ install_kafka() {
 </project>
 EOF
     log "kafka: fetching $want and its runtime dependencies from Maven Central"
-    if ! (cd "$dir" && mvn -B -Dstyle.color=never dependency:copy-dependencies \
+    # Maven's JVM keeps no perf data: else it leaves /tmp/hsperfdata_<user> behind.
+    if ! (cd "$dir" && MAVEN_OPTS="${MAVEN_OPTS:-} -XX:-UsePerfData" mvn -B -Dstyle.color=never dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory="$dir/lib") >"$dir/mvn.log" 2>&1; then
         tail -n 30 "$dir/mvn.log" >&2
         die "kafka: mvn dependency:copy-dependencies failed (log: $dir/mvn.log)"

@@ -337,11 +337,13 @@ start_podman() {
     if [[ "$(id -u)" == 0 ]] && command -v iptables >/dev/null; then
         "$PY" "$ROOT/scripts/podman_cni_gc.py" || log "podman: stale CNI state not cleaned"
     fi
-    # What its CNI networking adds to the host on first use (a bridge, /run/netns bound onto
-    # itself), noted when this start finds it absent: stop_podman_leftovers removes it.
+    # What it adds to the host on first use (its CNI networking's bridge, /run/netns bound onto
+    # itself; the cgroupfs manager's libpod_parent cgroups), noted when this start finds it
+    # absent: stop_podman_leftovers removes it.
     : >"$sd/host-adds"
     [[ -e /sys/class/net/cni-podman0 ]] || echo bridge >>"$sd/host-adds"
     mountpoint -q /run/netns || echo netns-mount >>"$sd/host-adds"
+    [[ -n "$(podman_cgroups)" ]] || echo cgroups >>"$sd/host-adds"
     log "podman: starting the Docker-compatible API on unix://$sd/podman.sock"
     launch podman podman system service --time=0 "unix://$sd/podman.sock"
     wait_ready podman "$PODMAN_START_TIMEOUT" podman "$sd/podman.sock"
@@ -437,9 +439,16 @@ stop_docker_leftovers() {
     grep -F " $sd/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 }
 
-# What Podman's CNI networking added to the host while the service ran, when the service's
-# start found it absent (no test may leave the host otherwise): its bridge once no container
-# uses it, and the /run/netns mount once it holds no namespace.
+# The cgroups Podman's cgroupfs manager makes for its containers' parent and conmon, in every
+# hierarchy (v1) or the unified one, deepest first.
+podman_cgroups() {
+    find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -depth -type d -path '*/libpod_parent*' 2>/dev/null
+}
+
+# What Podman added to the host while the service ran, when the service's start found it
+# absent (no test may leave the host otherwise): its bridge once no container uses it, the
+# /run/netns mount once it holds no namespace, the libpod_parent cgroups once they are empty
+# (rmdir of a cgroup that holds a process fails, and it is left).
 stop_podman_leftovers() {
     local adds
     adds="$(state_dir podman)/host-adds"
@@ -453,6 +462,14 @@ stop_podman_leftovers() {
         && [[ -z "$(ls -A /run/netns 2>/dev/null)" ]]; then
         umount /run/netns 2>/dev/null && rmdir /run/netns 2>/dev/null \
             && log "podman: removed the /run/netns mount it made" || true
+    fi
+    if grep -qx cgroups "$adds"; then
+        local cg left=0
+        while read -r cg; do
+            rmdir "$cg" 2>/dev/null || left=1
+        done < <(podman_cgroups)
+        ((left)) && log "podman: some libpod_parent cgroups still hold processes: left" \
+            || log "podman: removed the libpod_parent cgroups it made"
     fi
     rm -f "$adds"
 }
