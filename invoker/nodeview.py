@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from containers.placement import SlotState, charged_mb
+from containers.placement import KEPT_STATES, SlotState, charged_mb
 from invoker.calltimes import RESPONSE_EDGES_S, STRETCH_EDGES
 from whisk.protocol import ProtocolError, parse_activation
 
@@ -223,9 +223,24 @@ def scheduler(invoker: Invoker, limit: int = 100, namespace: str | None = None) 
         ],
         "unplaced": unplaced,
         "paused": paused,
+        "memory": memory(invoker),
         "responseEdgesS": list(RESPONSE_EDGES_S),
         "stretchEdges": list(STRETCH_EDGES),
         "functions": functions,
+    }
+
+
+def memory(invoker: Invoker) -> dict[str, Any]:
+    """The pool's memory as its accounting holds it (docs/operations.md, keep-alive):
+    running and starting containers at their limits, kept ones at their footprints. Node
+    totals only, so a user's console view shows them too: no tenant's names."""
+    p = invoker.pool
+    return {
+        "userMemoryMB": invoker.config.user_memory_mb,
+        "usedMemoryMB": p.used_memory_mb,
+        "keptMemoryMB": p.kept_memory_mb,
+        "keptContainers": sum(1 for s in p.slots.values() if s.state in KEPT_STATES),
+        "keepAlive": invoker.config.keep_alive,
     }
 
 
@@ -255,10 +270,7 @@ def pool(invoker: Invoker) -> dict[str, Any]:
         if action is not None:
             by_action[action][slot.state.value] += 1
     return {
-        "userMemoryMB": invoker.config.user_memory_mb,
-        "usedMemoryMB": p.used_memory_mb,
-        "keptMemoryMB": p.kept_memory_mb,
-        "keepAlive": invoker.config.keep_alive,
+        **memory(invoker),
         "byState": {state: n for state, n in state_counts(invoker)},
         "byKind": {
             kind: dict(counts) for kind, counts in sorted(kind_state_counts(invoker).items())

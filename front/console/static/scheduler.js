@@ -1,5 +1,6 @@
 // The scheduler view: the queue in policy order with priorities, the calls on each core with
-// their CPU shares, and per-function response-time and stretch histograms (Chart.js).
+// their CPU shares, the pool's memory, and per-function response-time and stretch histograms
+// (Chart.js).
 
 import { $, colour, h, priority, seconds, share, shortId } from "./dom.js";
 
@@ -86,6 +87,7 @@ export class Scheduler {
     $("#policy").textContent = data.policy;
     $("#policy-description").textContent = `${data.policyDescription}; the smallest priority runs first${data.preemption ? "; preemptive" : ""}.`;
     this.renderCores(data);
+    this.renderMemory(data.memory);
     this.renderQueue(data);
     this.renderFunctions(data);
     $("#status").textContent = `live · ${new Date().toLocaleTimeString()}`;
@@ -110,6 +112,18 @@ export class Scheduler {
     }
     $("#cores").replaceChildren(...cards);
     $("#core-totals").textContent = `${data.runningTotal} running`;
+  }
+
+  // The pool's accounting: running calls at their limits, kept containers at their footprints.
+  renderMemory(m) {
+    const running = m.usedMemoryMB - m.keptMemoryMB;
+    const width = (mb) => `${((100 * Math.min(mb, m.userMemoryMB)) / m.userMemoryMB).toFixed(1)}%`;
+    const meter = $("#memory");
+    Object.assign(meter.dataset, { used: m.usedMemoryMB, user: m.userMemoryMB, kept: m.keptMemoryMB, keptContainers: m.keptContainers });
+    meter.querySelector(".running").style.width = width(running);
+    meter.querySelector(".kept").style.width = width(m.keptMemoryMB);
+    const kept = m.keepAlive === "limit" ? "at their limits" : "at their footprints";
+    $("#memory-totals").textContent = `${m.usedMemoryMB} of ${m.userMemoryMB} MB · running calls ${running} MB · ${m.keptContainers} kept ${kept} ${m.keptMemoryMB} MB`;
   }
 
   renderQueue(data) {

@@ -28,8 +28,9 @@ DURATIONS = {"L": 2.0, "S": 0.5}
 Scenario = Callable[[Invoker, Callable[[str], Awaitable[str]]], Awaitable[Any]]
 
 
-def run(policy: str, scenario: Scenario) -> Any:
-    """``scenario(invoker, send)`` against a started invoker with one action core."""
+def run(policy: str, scenario: Scenario, footprint_mb: int | None = None) -> Any:
+    """``scenario(invoker, send)`` against a started invoker with one action core, whose
+    idle containers measure ``footprint_mb`` (None: not measurable)."""
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()
@@ -45,7 +46,13 @@ def run(policy: str, scenario: Scenario) -> Any:
                 pause_grace_s=1e9,
                 idle_timeout_s=1e9,
             )
-            invoker = Invoker(config, bus=bus, store=store, backend=SimulatedBackend(), clock=clock)
+            invoker = Invoker(
+                config,
+                bus=bus,
+                store=store,
+                backend=SimulatedBackend(footprint_mb=footprint_mb),
+                clock=clock,
+            )
             await store.ensure_db(config.whisks_db)
             revisions = {
                 fn: await store.put(
@@ -127,10 +134,21 @@ def test_sept_queue_cores_and_histograms():
         assert running["share"] == 1.0 and running["runningS"] == pytest.approx(0.1, abs=0.02)
         assert view["unplaced"] == [] and view["paused"] == []
         assert nodeview.scheduler(invoker, limit=1)["queue"] == queue[:1]
+        # The pool: L running at its limit; S's container and the two stem cells kept (the
+        # simulated backend measures no footprint, so they count at their limits).
+        assert view["memory"] == {
+            "userMemoryMB": 4096,
+            "usedMemoryMB": 4 * 256,
+            "keptMemoryMB": 3 * 256,
+            "keptContainers": 3,
+            "keepAlive": "footprint",
+        }
 
         await settle(invoker, {"L": 3, "S": 3})
         done = nodeview.scheduler(invoker)
         assert done["queue"] == [] and done["cores"][0]["running"] == []
+        assert done["memory"]["usedMemoryMB"] == done["memory"]["keptMemoryMB"] == 4 * 256
+        assert done["memory"]["keptContainers"] == 4  # L's and S's, the two stem cells
         fns = {f["function"]: f for f in done["functions"]}
         assert list(fns) == ["guest/L", "guest/S"]  # the most recently finished first
         assert fns["guest/L"]["expectedS"] == pytest.approx(2.0)
@@ -164,6 +182,27 @@ def test_fifo_priorities_are_receipt_times_and_the_baseline_has_no_cores():
     baseline = run("openwhisk", scenario)
     assert not baseline["exclusiveCores"] and baseline["queue"] == []
     assert len(baseline["unplaced"]) == 3 and baseline["cores"][0]["running"] == []
+
+
+def test_kept_containers_show_at_their_footprint_and_a_reused_one_at_its_limit():
+    """The console's memory line is the pool's accounting: idle containers at what they
+    measure, one that takes a call at its limit again at once."""
+
+    async def scenario(invoker: Invoker, send: Callable[[str], Awaitable[str]]) -> Any:
+        await send("S")
+        await settle(invoker, {"S": 1})
+        await asyncio.sleep(1)  # S's container idle and measured
+        idle = nodeview.scheduler(invoker)["memory"]
+        await send("S")
+        await asyncio.sleep(0.05)
+        return idle, nodeview.scheduler(invoker)["memory"]
+
+    idle, running = run("sept", scenario, footprint_mb=25)
+    kept = {"keepAlive": "footprint", "userMemoryMB": 4096}
+    # S's container and the two stem cells, 25 MB each
+    assert idle == {**kept, "usedMemoryMB": 75, "keptMemoryMB": 75, "keptContainers": 3}
+    # S's container runs a call at its 256 MB limit; the stem cells stay at 25 MB
+    assert running == {**kept, "usedMemoryMB": 256 + 50, "keptMemoryMB": 50, "keptContainers": 2}
 
 
 def test_a_namespace_sees_only_its_own_functions():

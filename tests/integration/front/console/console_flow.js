@@ -48,7 +48,7 @@ async function burst(page) {
   return ids;
 }
 
-/** What the scheduler view shows now: queued rows and the calls on each core. */
+/** What the scheduler view shows now: queued rows, the calls on each core, the memory line. */
 function view(page) {
   return page.evaluate(() => ({
     queue: [...document.querySelectorAll("#queue tbody tr")].map((tr) => ({
@@ -61,6 +61,7 @@ function view(page) {
       core: c.dataset.core,
       calls: [...c.querySelectorAll(".call")].map((li) => ({ id: li.dataset.activation, function: li.dataset.function, text: li.textContent })),
     })),
+    memory: { ...document.querySelector("#memory").dataset, text: document.querySelector("#memory-totals").textContent },
     functions: Object.fromEntries(
       [...document.querySelectorAll("#functions tbody tr")].map((tr) => [tr.dataset.function, Number(tr.querySelector("td.calls").textContent)]),
     ),

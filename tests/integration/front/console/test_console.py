@@ -104,6 +104,10 @@ def test_console_creates_invokes_and_shows_the_queue_cores_and_histograms(browse
     quick = [float(r["priority"]) for r in queue if r["function"] == "guest/quick"]
     slow = [float(r["priority"]) for r in queue if r["function"] == "guest/slow"]
     assert quick and slow and max(quick) < min(slow)
+    # The memory line: the running call at its limit (256 MB), the kept containers beside it.
+    memory = {k: int(v) for k, v in seen["memory"].items() if k != "text"}
+    assert memory["used"] - memory["kept"] >= 256 and memory["used"] <= memory["user"]
+    assert f"{memory['used']} of {memory['user']} MB" in seen["memory"]["text"]
 
     # Calls passed through the queue view and then ran on the core.
     through = set(out["queued"]) & set(out["onCore"])
@@ -111,6 +115,8 @@ def test_console_creates_invokes_and_shows_the_queue_cores_and_histograms(browse
 
     calls = 1 + 2 * BURST  # the first invoke and two bursts
     assert out["final"]["queue"] == []
+    final = out["final"]["memory"]  # nothing runs: only kept containers, slow's and quick's
+    assert final["used"] == final["kept"] and int(final["keptContainers"]) >= 2, final
     assert out["final"]["functions"] == {"guest/slow": calls, "guest/quick": calls}
     charts = out["charts"]
     assert charts["response"] == {"guest/slow": calls, "guest/quick": calls}
