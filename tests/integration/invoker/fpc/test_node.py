@@ -30,12 +30,13 @@ from tests.integration.harness import PY_HELLO
 from tests.integration.invoker.helpers import admin_auth, processes_with_marker
 from whisk.clock import SystemClock
 from whisk.protocol import QualifiedName, dumps
-from whisk.protocol.controller import activation_message
+from whisk.protocol.controller import action_document, activation_message
 from whisk.protocol.json import dumps_str
 
 pytestmark = pytest.mark.services
 
 HOLD_S = 1.0  # the stand-in's long poll: short, so idle pullers turn over quickly
+PY_BYE = b"def main(args):\n    return {'farewell': 'Bye ' + args.get('name', 'stranger')}\n"
 # CPU-bound for ``s`` seconds: a sleeping call would leave its core to others (a light call
 # shares a core), and the ordering test needs the core taken.
 SPIN = (
@@ -265,6 +266,32 @@ async def test_a_deletion_closes_the_client_and_removes_the_container(live):
     await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
     assert inv.fpc.pullers == {}
     assert presence.events == [("add", cid), ("remove", cid)]
+
+
+async def test_an_action_update_removes_the_old_revisions_container(live):
+    """An update makes a new revision: the scheduler drops the old revision's queue, so the
+    old container's next fetch is answered ``ActionMismatch`` and the container goes (it is
+    not kept warm: its code is outdated); the new revision gets a container of its own."""
+    inv, ctl, s = live
+    inv.fpc.presence = presence = RecordingPresence()
+    action, old_rev = await ctl.create_action("hello", PY_HELLO)
+    old = await container(inv, s, action, old_rev)
+    aid = enqueue(s, action, old_rev, content={"name": "old"}, blocking=True)
+    acks = await ctl.wait_completion(aid)
+    assert acks[0]["response"]["response"]["result"] == {"greeting": "Hello old"}
+    doc = action_document("guest", "hello", kind="python:3.11", code=PY_BYE)
+    new_rev = await ctl.store.put(ctl.config.whisks_db, {**doc, "_rev": old_rev})
+    s.remove_queue("guest", action, old_rev)
+    s.create_queue("guest", action, new_rev)
+    await until(lambda: not s.seen[old].alive)
+    old_key = WarmKey("guest", action.docid, old_rev)
+    await until(lambda: all(slot.key != old_key for slot in inv.pool.slots.values()))
+    assert presence.events == [("add", old), ("remove", old)]
+    new = await container(inv, s, action, new_rev)
+    aid = enqueue(s, action, new_rev, content={"name": "new"}, blocking=True)
+    acks = await ctl.wait_completion(aid)
+    assert acks[0]["response"]["response"]["result"] == {"farewell": "Bye new"}
+    assert set(inv.fpc.pullers) == {new} and inv.pool.cold_starts == 3
 
 
 @pytest.mark.parametrize("settings", [{"pause_grace_s": 1.0}])
