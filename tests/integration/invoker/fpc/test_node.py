@@ -36,6 +36,15 @@ from whisk.protocol.json import dumps_str
 pytestmark = pytest.mark.services
 
 HOLD_S = 1.0  # the stand-in's long poll: short, so idle pullers turn over quickly
+PY_ERRORS = b"""
+import os
+def main(a):
+    if a.get("exit"):
+        os._exit(3)
+    if a.get("raise"):
+        raise ValueError("bad input")
+    return {"error": "boom"} if a.get("error") else {"ok": True}
+"""
 PY_BYE = b"def main(args):\n    return {'farewell': 'Bye ' + args.get('name', 'stranger')}\n"
 # CPU-bound for ``s`` seconds: a sleeping call would leave its core to others (a light call
 # shares a core), and the ordering test needs the core taken.
@@ -138,6 +147,35 @@ async def test_a_created_container_pulls_runs_and_answers_calls_warm(live):
     assert "initTime" not in ann, "the second call ran in the same, initialised container"
     assert inv.pool.cold_starts == 2 and len(inv.fpc.pullers) == 1
     assert ctl.pings == [], "no pings on health in the scheduler mode"
+
+
+async def test_errors_the_container_serves_on_after_an_application_error_not_a_crash(live):
+    """As in the sharding mode (test_service's error mapping): an action that answers
+    ``{"error": ...}`` or raises is an application error (status 1) and its container serves
+    on, warm; one whose process exits is a developer error (status 2) and its container goes,
+    its client closed."""
+    inv, ctl, s = live
+    action, rev = await ctl.create_action("errs", PY_ERRORS)
+    cid = await container(inv, s, action, rev)
+
+    async def call(**content: bool) -> dict[str, Any]:
+        aid = enqueue(s, action, rev, content=content, blocking=True)
+        await ctl.wait_completion(aid)
+        return await ctl.record(aid)
+
+    for content, needle in (({"error": True}, "boom"), ({"raise": True}, "bad input")):
+        rec = await call(**content)
+        assert rec["response"]["statusCode"] == 1 and needle in rec["response"]["result"]["error"]
+    rec = await call()
+    assert rec["response"]["result"] == {"ok": True}
+    assert inv.pool.cold_starts == 2, "every call ran in the one container"  # (and health's)
+    rec = await call(exit=True)
+    assert rec["response"]["statusCode"] == 2
+    assert "exited unexpectedly" in rec["response"]["result"]["error"]
+    await until(lambda: not s.seen[cid].alive)
+    key = WarmKey("guest", action.docid, rev)
+    await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
+    assert inv.fpc.pullers == {}
 
 
 async def test_the_node_tests_itself_with_the_stock_health_action_before_it_is_up(live):
