@@ -178,6 +178,22 @@ async def test_errors_the_container_serves_on_after_an_application_error_not_a_c
     assert inv.fpc.pullers == {}
 
 
+async def test_a_sequence_component_pulled_from_the_scheduler_keeps_its_cause(live):
+    """Sequences, triggers and rules are the controller's: in the scheduler mode it sends
+    each component of a sequence to the scheduler as an ordinary activation that carries
+    the sequence's activation id in ``cause``, and the node's record says so."""
+    inv, ctl, s = live
+    action, rev = await ctl.create_action("hello", PY_HELLO)
+    await container(inv, s, action, rev)
+    sequence = activation_message(action, rev, start_ms=SystemClock().epoch_ms()).activation_id
+    aid = enqueue(s, action, rev, content={"name": "step"}, blocking=True, cause=sequence)
+    acks = await ctl.wait_completion(aid)
+    assert acks[0]["response"]["response"]["result"] == {"greeting": "Hello step"}
+    rec = await ctl.record(aid)
+    assert rec["cause"] == sequence
+    assert {a["key"]: a["value"] for a in rec["annotations"]}["causedBy"] == "sequence"
+
+
 async def test_the_node_tests_itself_with_the_stock_health_action_before_it_is_up(live):
     """As the stock FPC invoker: the test action written into the whisks database, run on a
     nodejs container of the node's own (gone once passed), its record stored in
