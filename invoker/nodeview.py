@@ -233,7 +233,8 @@ def scheduler(invoker: Invoker, limit: int = 100, namespace: str | None = None) 
 def memory(invoker: Invoker) -> dict[str, Any]:
     """The pool's memory as its accounting holds it (docs/operations.md, keep-alive):
     running and starting containers at their limits, kept ones at their footprints. Node
-    totals only, so a user's console view shows them too: no tenant's names."""
+    totals only, so a user's console view shows them too: no tenant's names. ``/status``,
+    ``/pool`` and the console's view all report these."""
     p = invoker.pool
     return {
         "userMemoryMB": invoker.config.user_memory_mb,

@@ -419,9 +419,7 @@ class Invoker:
                 for c in t.ids
             },
             "pending": self.pending,
-            "userMemoryMB": self.config.user_memory_mb,
-            "usedMemoryMB": self.pool.used_memory_mb,
-            "keptMemoryMB": self.pool.kept_memory_mb,
+            **nodeview.memory(self),
             "containers": len(self.pool.slots),
             "coldStarts": self.pool.cold_starts,
             "warmStarts": self.pool.warm_starts,
