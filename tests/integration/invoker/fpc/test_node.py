@@ -125,6 +125,16 @@ async def container(inv: Invoker, s: StandInScheduler, action: QualifiedName, re
     return cid
 
 
+async def removed(
+    inv: Invoker, s: StandInScheduler, cid: str, action: QualifiedName, rev: str
+) -> None:
+    """Until the container's client has said goodbye and the pool holds no container of
+    this revision (removed, not kept warm)."""
+    await until(lambda: not s.seen[cid].alive)
+    key = WarmKey("guest", action.docid, rev)
+    await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
+
+
 async def test_a_created_container_pulls_runs_and_answers_calls_warm(live):
     inv, ctl, s = live
     action, rev = await ctl.create_action("hello", PY_HELLO)
@@ -172,9 +182,7 @@ async def test_errors_the_container_serves_on_after_an_application_error_not_a_c
     rec = await call(exit=True)
     assert rec["response"]["statusCode"] == 2
     assert "exited unexpectedly" in rec["response"]["result"]["error"]
-    await until(lambda: not s.seen[cid].alive)
-    key = WarmKey("guest", action.docid, rev)
-    await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
+    await removed(inv, s, cid, action, rev)
     assert inv.fpc.pullers == {}
 
 
@@ -315,9 +323,7 @@ async def test_a_deletion_closes_the_client_and_removes_the_container(live):
     action, rev = await ctl.create_action("hello", PY_HELLO)
     cid = await container(inv, s, action, rev)
     await s.delete_containers(0, "guest", action, rev)
-    await until(lambda: not s.seen[cid].alive)
-    key = WarmKey("guest", action.docid, rev)
-    await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
+    await removed(inv, s, cid, action, rev)
     assert inv.fpc.pullers == {}
     assert presence.events == [("add", cid), ("remove", cid)]
 
@@ -337,9 +343,7 @@ async def test_an_action_update_removes_the_old_revisions_container(live):
     new_rev = await ctl.store.put(ctl.config.whisks_db, {**doc, "_rev": old_rev})
     s.remove_queue("guest", action, old_rev)
     s.create_queue("guest", action, new_rev)
-    await until(lambda: not s.seen[old].alive)
-    old_key = WarmKey("guest", action.docid, old_rev)
-    await until(lambda: all(slot.key != old_key for slot in inv.pool.slots.values()))
+    await removed(inv, s, old, action, old_rev)
     assert presence.events == [("add", old), ("remove", old)]
     new = await container(inv, s, action, new_rev)
     aid = enqueue(s, action, new_rev, content={"name": "new"}, blocking=True)
@@ -389,9 +393,7 @@ async def test_a_container_that_dies_mid_call_answers_it_and_goes(live):
     (completion,) = await ctl.wait_completion(aid)
     assert completion["isSystemError"] is False
     assert "exited unexpectedly" in str((await ctl.record(aid))["response"]["result"]["error"])
-    await until(lambda: not s.seen[cid].alive)
-    key = WarmKey("guest", action.docid, rev)
-    await until(lambda: all(slot.key != key for slot in inv.pool.slots.values()))
+    await removed(inv, s, cid, action, rev)
     assert inv.fpc.pullers == {}
 
 
