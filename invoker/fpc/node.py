@@ -27,7 +27,6 @@ from invoker.actions import FetchError
 from invoker.fpc.activation_client import Activation, ActivationClient, SchedulerError
 from invoker.fpc.health import HealthTest
 from invoker.fpc.journal import Journal, Pulled
-from invoker.fpc.keys import ContainerRef, InvokerId, ResourceRecord
 from invoker.fpc.messages import (
     ContainerCreation,
     ContainerDeletion,
@@ -48,6 +47,7 @@ from whisk.protocol import (
     dumps,
     parse_activation,
 )
+from whisk.protocol.etcd_keys import ContainerRef, InvokerId, ResourceRecord
 
 if TYPE_CHECKING:
     from invoker.service import Invoker

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from invoker.fpc.etcd import EtcdClient
-from invoker.fpc.keys import ContainerRef, InvokerId, ResourceRecord
 from invoker.fpc.registry import Registry
 from whisk.clock import Clock
+from whisk.etcd import EtcdClient
+from whisk.protocol.etcd_keys import ContainerRef, InvokerId, ResourceRecord
 from whisk.supervisor import Supervisor
 
 

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from invoker.fpc import keys
-from invoker.fpc.etcd import EtcdError
-from invoker.fpc.keys import ContainerRef, InvokerId, ResourceRecord
 from whisk.clock import Clock
+from whisk.etcd import EtcdError
+from whisk.protocol import etcd_keys as keys
+from whisk.protocol.etcd_keys import ContainerRef, InvokerId, ResourceRecord
 from whisk.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ Status = Literal["starting", "registered", "lost", "closed"]
 
 
 class Etcd(Protocol):
-    """What the registry needs of etcd (:class:`~invoker.fpc.etcd.EtcdClient`; a fake in the
+    """What the registry needs of etcd (:class:`~whisk.etcd.EtcdClient`; a fake in the
     unit tests). Each call raises :class:`EtcdError` when etcd cannot be reached."""
 
     async def put(self, key: str, value: str, lease: int = 0) -> None: ...

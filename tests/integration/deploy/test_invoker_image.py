@@ -27,7 +27,6 @@ from containers.docker.local import BINDS, NODE_IMAGE, PYTHON_IMAGE
 from harness.controller import controller, make_config
 from harness.fpc_scheduler import stand_in_scheduler
 from harness.processes import free_port
-from invoker.fpc.etcd import EtcdClient
 from tests import stock_env
 from tests.integration.invoker.test_stock import (
     ACTION,
@@ -39,6 +38,7 @@ from tests.integration.invoker.test_stock import (
 from tests.services import TEST_CONTAINER_LABEL
 from tests.testca import PASSWORD, make_ca
 from whisk.clock import SystemClock
+from whisk.etcd import EtcdClient
 from whisk.protocol.controller import activation_message
 
 pytestmark = pytest.mark.services

@@ -22,15 +22,15 @@ from harness.controller import ControllerStub, controller, make_config, running_
 from harness.fpc_scheduler import StandInScheduler, stand_in_scheduler
 from harness.processes import InvokerProcess
 from invoker.admin_http import serve_admin
-from invoker.fpc.etcd import EtcdClient
-from invoker.fpc.keys import ContainerRef
 from invoker.fpc.presence import NoPresence
 from invoker.service import Invoker
 from tests.integration.harness import PY_HELLO
 from tests.integration.invoker.helpers import admin_auth, processes_with_marker
 from whisk.clock import SystemClock
+from whisk.etcd import EtcdClient
 from whisk.protocol import QualifiedName, dumps
 from whisk.protocol.controller import action_document, activation_message
+from whisk.protocol.etcd_keys import ContainerRef
 from whisk.protocol.json import dumps_str
 
 pytestmark = pytest.mark.services

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from harness.toxiproxy import Toxiproxy
-from invoker.fpc.etcd import EtcdClient
-from invoker.fpc.keys import ContainerRef, InvokerId, ResourceRecord
 from invoker.fpc.registry import Registry
 from tests.services import ETCD_PROXY_TEST_PORT, unique_name
 from whisk.clock import SystemClock
+from whisk.etcd import EtcdClient
+from whisk.protocol.etcd_keys import ContainerRef, InvokerId, ResourceRecord
 
 pytestmark = pytest.mark.services
 

@@ -17,7 +17,6 @@ from containers.simulated import SIM_DURATION, SimulatedBackend, SimulatedContai
 from harness.fpc_scheduler import StandInScheduler, stand_in_scheduler
 from invoker.config import InvokerConfig
 from invoker.fpc.journal import Journal, Pulled
-from invoker.fpc.keys import ResourceRecord
 from invoker.fpc.messages import CREATION_ERRORS, ContainerCreation, encode
 from invoker.fpc.node import _creation_error, resource_record
 from invoker.fpc.presence import NoPresence
@@ -27,6 +26,7 @@ from whisk.bus.memory import MemoryBus
 from whisk.clock import SystemClock
 from whisk.protocol import QualifiedName, loads
 from whisk.protocol.controller import action_document, activation_message
+from whisk.protocol.etcd_keys import ResourceRecord
 from whisk.store.embedded import EmbeddedStore
 
 SIM = QualifiedName("guest", "sim", "0.0.1")

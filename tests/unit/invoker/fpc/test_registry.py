@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from invoker.fpc.etcd import EtcdError
-from invoker.fpc.keys import ContainerRef, InvokerId, ResourceRecord
 from invoker.fpc.registry import Registry
 from whisk.clock import LoopClock, VirtualTimeLoop
+from whisk.etcd import EtcdError
+from whisk.protocol.etcd_keys import ContainerRef, InvokerId, ResourceRecord
 from whisk.supervisor import Supervisor
 
 INVOKER = InvokerId(0, "u0")

@@ -1,7 +1,8 @@
 """A small async etcd v3 client over etcd's own JSON gRPC gateway (``POST /v3/...``).
 
 etcd 3.4 serves its v3 API as JSON on the client port beside gRPC: keys and values in
-base64, 64-bit integers as strings. The invoker needs only keys, prefixes and leases, so this
+base64, 64-bit integers as strings. The invoker and the front in the scheduler mode need only
+keys, prefixes and leases, so this
 speaks that gateway through aiohttp (already a dependency) rather than adding a gRPC etcd
 client: no new dependency, and the gateway is etcd's own API, not a proxy of ours.
 

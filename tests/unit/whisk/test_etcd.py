@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from invoker.fpc.etcd import EtcdClient, EtcdError
+from whisk.etcd import EtcdClient, EtcdError
 
 Handler = Callable[[web.Request], web.StreamResponse | asyncio.Future[web.StreamResponse]]
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from invoker.fpc.etcd import EtcdClient, EtcdError
 from tests.services import unique_name
+from whisk.etcd import EtcdClient, EtcdError
 
 pytestmark = pytest.mark.services
 
