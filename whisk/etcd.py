@@ -2,9 +2,9 @@
 
 etcd 3.4 serves its v3 API as JSON on the client port beside gRPC: keys and values in
 base64, 64-bit integers as strings. The invoker and the front in the scheduler mode need only
-keys, prefixes and leases, so this
-speaks that gateway through aiohttp (already a dependency) rather than adding a gRPC etcd
-client: no new dependency, and the gateway is etcd's own API, not a proxy of ours.
+keys, prefixes and leases, so this speaks that gateway through aiohttp (already a
+dependency) rather than adding a gRPC etcd client: no new dependency, and the gateway is
+etcd's own API, not a proxy of ours.
 
 Every call has a timeout. ``hosts`` is ``CONFIG_whisk_etcd_hosts``' form, ``host:port[,...]``:
 a call tries them in turn, starting with the one that last answered; an answer from etcd
