@@ -45,9 +45,12 @@ async def serve(cfg: configuration.FrontConfig) -> None:
         topic_prefix=cfg.topic_prefix,
         controller_id=cfg.controller_id,
         subjects_db=cfg.subjects_db,
+        etcd_hosts=cfg.etcd_hosts if cfg.scheduler_mode else None,
+        cluster_name=cfg.cluster_name,
         **front_options(cfg),
     )
-    print(f"OpenWhisk API front at {front.url}", flush=True)
+    mode = "the scheduler mode (FPCPoolBalancer)" if cfg.scheduler_mode else "the sharding mode"
+    print(f"OpenWhisk API front at {front.url}, {mode}", flush=True)
     try:
         failure = await wait_for_signal_or(front.controller.supervisor.wait_failed())
         if failure is not None:

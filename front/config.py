@@ -30,6 +30,9 @@ HTTP_FIELDS = (
 )
 
 
+BALANCERS = ("ShardingContainerPoolBalancer", "FPCPoolBalancer")
+
+
 def _shared(name: str, *stock: str) -> tuple[str, ...]:
     """Environment names of a setting the front shares with the invokers: the stock names,
     then the invoker's own (one environment serves both on a host); OW_FRONT_ wins."""
@@ -78,6 +81,24 @@ class FrontConfig:
         "too (default: <prefix>subjects)",
     )
     controller_id: str = setting("0", help="controller instance (completed<C>)")
+    load_balancer: str = setting(
+        "ShardingContainerPoolBalancer",
+        env=_shared("load_balancer", "CONFIG_whisk_spi_LoadBalancerProvider"),
+        help="how activations reach invokers, by the stock balancer's name (its package may "
+        "be given): ShardingContainerPoolBalancer publishes to invoker<N> by their pings; "
+        "FPCPoolBalancer, the scheduler mode, publishes to scheduler<S> and reads schedulers "
+        "and invokers from etcd (--etcd-hosts)",
+    )
+    etcd_hosts: str | None = setting(
+        None,
+        env=_shared("etcd_hosts", "CONFIG_whisk_etcd_hosts"),
+        help="FPCPoolBalancer: etcd endpoints host:port,...",
+    )
+    cluster_name: str = setting(
+        "whisk",
+        env=_shared("cluster_name", "CONFIG_whisk_cluster_name"),
+        help="FPCPoolBalancer: the etcd key prefix",
+    )
     host: str = setting("127.0.0.1", help="API listen address")
     port: int = setting(3233, help="API port (0: any free port)")
     auth: tuple[str, ...] = setting(
@@ -121,6 +142,18 @@ class FrontConfig:
             raise ValueError("sequence_max_length must be positive")
         if not self.blocking_wait_s >= 0:
             raise ValueError("blocking_wait_s must be >= 0")
+        balancer = self.load_balancer.rsplit(".", 1)[-1]
+        if balancer not in BALANCERS:
+            raise ValueError(
+                f"load_balancer {self.load_balancer!r} is not one of {', '.join(BALANCERS)}"
+            )
+        if balancer == "FPCPoolBalancer" and not self.etcd_hosts:
+            raise ValueError("FPCPoolBalancer reads the schedulers from etcd: give etcd_hosts")
+
+    @property
+    def scheduler_mode(self) -> bool:
+        """Whether activations go to schedulers (FPCPoolBalancer), not to invokers."""
+        return self.load_balancer.rsplit(".", 1)[-1] == "FPCPoolBalancer"
 
     @property
     def whisks_db(self) -> str:

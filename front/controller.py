@@ -1,8 +1,15 @@
-"""The controller side of the bus: publishing ActivationMessages to invokers, consuming
-acks on ``completed<C>`` and pings on ``health``, and waiting for blocking results.
+"""The controller side of the bus: publishing ActivationMessages, consuming acks on
+``completed<C>``, and waiting for blocking results.
 
-Health follows the stock protocol: the front keeps ``whisk.system/invokerHealthTestAction<C>``
-in the whisks database and sends it to every invoker that is not yet (or no longer) healthy.
+Two ways to reach invokers, as the stock controller's two load balancers:
+- sharding (``ShardingContainerPoolBalancer``): activations go to ``invoker<N>``, chosen by
+  :class:`~front.balancer.Balancer` from the pings on ``health``; the front keeps
+  ``whisk.system/invokerHealthTestAction<C>`` in the whisks database and sends it to every
+  invoker that is not yet (or no longer) healthy;
+- the scheduler mode (``FPCPoolBalancer``): activations go to ``scheduler<S>``, chosen by
+  :class:`~front.fpc.SchedulerDirectory` from etcd; the invokers test themselves and say
+  their health in etcd, and no pings are read.
+Either way the acks come back on ``completed<C>``.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from front.balancer import Balancer, Result
+from front.fpc import NoScheduler, SchedulerDirectory
 from front.metrics import FrontMetrics
 from whisk.bus import Bus, Consumer, Record
 from whisk.clock import Clock
@@ -35,7 +43,7 @@ class NoInvokers(Exception):
 
 @dataclass
 class _InFlight:
-    instance: int
+    instance: int | None  # None: sent to a scheduler, which chooses the invoker
     memory_mb: int
     health: bool
     timer: asyncio.TimerHandle | None = None
@@ -53,7 +61,9 @@ class Controller:
         whisks_db: str,
         activations_db: str,
         system_identity: Identity,
+        schedulers: SchedulerDirectory | None = None,
     ) -> None:
+        """``schedulers``: the scheduler mode's view of etcd; None for the sharding mode."""
         self.bus = bus
         self.store = store
         self.clock = clock
@@ -63,11 +73,16 @@ class Controller:
         self.activations_db = activations_db
         self.system = system_identity
         self.balancer = Balancer()
+        self.schedulers = schedulers
         self.producer = bus.producer()
         self.acks = bus.consumer(
             f"{topic_prefix}completed{controller_id}", f"{topic_prefix}completed{controller_id}"
         )
-        self.health = bus.consumer(f"{topic_prefix}health", f"{topic_prefix}health{controller_id}")
+        self.health = (
+            None
+            if schedulers is not None
+            else bus.consumer(f"{topic_prefix}health", f"{topic_prefix}health{controller_id}")
+        )
         self.health_action = QualifiedName(
             "whisk.system", f"invokerHealthTestAction{controller_id}"
         )
@@ -80,30 +95,33 @@ class Controller:
         self._committing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        for topic, retention in (
-            (f"{self.topic_prefix}completed{self.controller_id}", "3600000"),
-            (f"{self.topic_prefix}health", "3600000"),
-        ):
+        topics = [f"{self.topic_prefix}completed{self.controller_id}"]
+        if self.health is not None:
+            topics.append(f"{self.topic_prefix}health")
+        for topic in topics:
             await self.bus.ensure_topic(
-                topic, {"retention.ms": retention, "max.message.bytes": "1054644"}
+                topic, {"retention.ms": "3600000", "max.message.bytes": "1054644"}
             )
         for db in (self.whisks_db, self.activations_db):
             await self.store.ensure_db(db)
-        await self._ensure_health_action()
         await self.producer.start()
         await self.acks.start()
-        await self.health.start()
         self.supervisor.start("acks", lambda: self._consume(self.acks, "acks", self._on_acks))
-        self.supervisor.start(
-            "health", lambda: self._consume(self.health, "health", self._on_pings)
-        )
+        if self.health is not None:
+            await self._ensure_health_action()
+            await self.health.start()
+            health = self.health
+            self.supervisor.start("health", lambda: self._consume(health, "health", self._on_pings))
+        if self.schedulers is not None:
+            self.supervisor.start("schedulers", self.schedulers.keep_fresh)
 
     async def stop(self) -> None:
         await self.supervisor.close()
         for w in self._waiters.values():
             w.cancel()
         await self.acks.stop()
-        await self.health.stop()
+        if self.health is not None:
+            await self.health.stop()
         await self.producer.stop()
 
     async def _ensure_health_action(self) -> None:
@@ -141,9 +159,7 @@ class Controller:
         Returns (activation id, record or None if not finished in time). ``cause`` is the
         enclosing sequence's activation id, for a sequence's component. A record that is
         not one (from the ack or the database) raises ProtocolError."""
-        instance = self.balancer.choose(user.namespace, action.docid, memory_mb)
-        if instance is None:
-            raise NoInvokers("No invokers available.")
+        instance, topic = await self._destination(user, action, memory_mb)
         msg = activation_message(
             action,
             revision,
@@ -162,7 +178,7 @@ class Controller:
             waiter = self._waiters[aid] = asyncio.get_running_loop().create_future()
         self._track(aid, instance, memory_mb, timeout_ms, health=False)
         try:
-            await self.producer.send(f"{self.topic_prefix}invoker{instance}", dumps(msg.to_json()))
+            await self.producer.send(topic, dumps(msg.to_json()))
         except Exception:
             self._waiters.pop(aid, None)
             self._untrack(aid)
@@ -180,6 +196,22 @@ class Controller:
         finally:
             self._waiters.pop(aid, None)
 
+    async def _destination(
+        self, user: Identity, action: QualifiedName, memory_mb: int
+    ) -> tuple[int | None, str]:
+        """(the invoker chosen, or None for a scheduler; the topic to publish on).
+        NoInvokers when nothing can take the activation."""
+        if self.schedulers is not None:
+            try:
+                sid = await self.schedulers.scheduler_for(user.namespace, action.docid)
+            except NoScheduler as e:
+                raise NoInvokers(str(e)) from e
+            return None, f"{self.topic_prefix}scheduler{sid}"
+        instance = self.balancer.choose(user.namespace, action.docid, memory_mb)
+        if instance is None:
+            raise NoInvokers("No invokers available.")
+        return instance, f"{self.topic_prefix}invoker{instance}"
+
     async def _poll_record(self, namespace: str, aid: str) -> dict[str, Any]:
         delay = 0.05
         while True:
@@ -192,7 +224,9 @@ class Controller:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def _track(self, aid: str, instance: int, memory_mb: int, timeout_ms: int, health: bool):
+    def _track(
+        self, aid: str, instance: int | None, memory_mb: int, timeout_ms: int, health: bool
+    ) -> None:
         # The stock ack timeout: max(action timeout, 60 s) * 2 + 1 min.
         timeout_s = max(timeout_ms / 1000, 60.0) * 2 + 60.0
         entry = _InFlight(instance, memory_mb, health)
@@ -204,14 +238,19 @@ class Controller:
         if entry is not None:
             if entry.timer is not None:
                 entry.timer.cancel()
-            self.balancer.release(entry.instance, entry.memory_mb)
+            if entry.instance is not None:
+                self.balancer.release(entry.instance, entry.memory_mb)
         return entry
 
     def _forced(self, aid: str) -> None:
         entry = self._untrack(aid)
-        if entry is not None:
-            log.warning("no completion for %s from invoker%d: slot released", aid, entry.instance)
-            self.balancer.completed(entry.instance, Result.TIMEOUT, self.clock.now())
+        if entry is None:
+            return
+        if entry.instance is None:
+            log.warning("no completion for %s from the scheduler's invokers", aid)
+            return
+        log.warning("no completion for %s from invoker%d: slot released", aid, entry.instance)
+        self.balancer.completed(entry.instance, Result.TIMEOUT, self.clock.now())
 
     async def _send_health_test(self, instance: int) -> None:
         msg = activation_message(
@@ -250,9 +289,11 @@ class Controller:
         if ack.instance is None:
             return
         entry = self._untrack(aid)
+        if self.schedulers is not None:
+            return  # the invokers' health is theirs to say, in etcd
         result = Result.SYSTEM_ERROR if ack.system_error else Result.SUCCESS
         instance = ack.instance
-        if entry is not None:
+        if entry is not None and entry.instance is not None:
             instance = entry.instance
         elif ack.transid != self.health_transid:  # flat: never a deep comparison
             return
@@ -315,8 +356,23 @@ class Controller:
         for instance in due:
             await self._send_health_test(instance)
 
+    def invoker_states(self) -> dict[str, str]:
+        """Each known invoker's health, as the stock ``GET /invokers`` names them."""
+        if self.schedulers is not None:
+            return self.schedulers.invoker_states()
+        names = ("uniqueName", "displayedName")
+        return {
+            "/".join([f"invoker{n}", *filter(None, (r.instance_json.get(k) for k in names))]): (
+                r.state.value
+            )
+            for n, r in sorted(self.balancer.invokers.items())
+        }
+
+    def healthy_count(self) -> int:
+        return sum(state == "up" for state in self.invoker_states().values())
+
     async def wait_for_invokers(self, count: int = 1, timeout_s: float = 60.0) -> None:
         """Wait until ``count`` invokers are healthy."""
         async with asyncio.timeout(timeout_s):
-            while len(self.balancer.healthy()) < count:  # noqa: ASYNC110 (pure state, polled)
+            while self.healthy_count() < count:  # noqa: ASYNC110 (pure state, polled)
                 await asyncio.sleep(0.05)

@@ -84,8 +84,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if e.status == 405:
             return error(405, "The requested method is not allowed.", request)
         raise
-    except NoInvokers:
-        return error(503, "No invokers available.", request)
+    except NoInvokers as e:  # "No invokers available." or, with schedulers, its own words
+        return error(503, str(e), request)
     except StoreError as e:
         log.error("store error on %s %s: %s", request.method, request.path, e)
         return error(500, "The server encountered an unexpected error with the database.", request)

@@ -15,10 +15,12 @@ from front.config import HTTP_FIELDS, SETTINGS, FrontConfig
 from front.console import NodeView, Operator, mount_console
 from front.controller import Controller
 from front.entities import Limits
+from front.fpc import SchedulerDirectory
 from front.identities import SYSTEM, Identities, read_auth_file
 from front.system import seed_system_packages
 from whisk.bus import Bus
 from whisk.clock import Clock
+from whisk.etcd import EtcdClient
 from whisk.manifest import Manifest
 from whisk.store import Store, StoreError
 from whisk.store.records import RecordWriter
@@ -75,6 +77,8 @@ class Front:
         await self.runner.cleanup()
         await self.records.close()
         await self.controller.stop()
+        if self.controller.schedulers is not None:
+            await self.controller.schedulers.etcd.close()
 
 
 async def start_front(
@@ -98,15 +102,22 @@ async def start_front(
     node_view: NodeView | None = None,
     operator: Operator | None = None,
     subjects_db: str | None = None,
+    etcd_hosts: str | None = None,
+    cluster_name: str = "whisk",
 ) -> Front:
     """The controller side and the API; ``listen=False`` leaves the port closed until
     :meth:`Front.listen` (the embedded mode opens it once its invoker is healthy). The
     records of sequences and trigger fires wait under ``state_dir`` while the database is
     away. ``node_view``: the in-process invoker's scheduler snapshot, for the console, whose
     every namespace only ``operator`` credentials see. ``subjects_db``: the users
-    ``ow-invoker admin user create`` writes there are accepted too, within a second."""
+    ``ow-invoker admin user create`` writes there are accepted too, within a second.
+    ``etcd_hosts``: the scheduler mode (FPCPoolBalancer), whose schedulers and invokers
+    register under ``cluster_name`` in that etcd; None: the sharding mode."""
     manifest = manifest or Manifest()
     identities = identities or Identities.defaults()
+    schedulers = None
+    if etcd_hosts is not None:
+        schedulers = SchedulerDirectory(EtcdClient(etcd_hosts), cluster_name)
     controller = Controller(
         bus,
         store,
@@ -116,6 +127,7 @@ async def start_front(
         whisks_db=whisks_db,
         activations_db=activations_db,
         system_identity=identities.owner("whisk.system") or SYSTEM,
+        schedulers=schedulers,
     )
     await controller.start()
     if subjects_db is not None:

@@ -57,6 +57,8 @@ def load(
         args, environ, defaults=_standalone_defaults(), tolerate=front_keys - invoker_keys
     )
     shared = {k: getattr(cfg, k) for k in front_keys & invoker_keys}
+    # Its one invoker is reached directly: no scheduler runs here, whatever the environment.
+    shared["load_balancer"] = front_config.BALANCERS[0]
     front = front_config.load(args, environ, tolerate=invoker_keys - front_keys, **shared)
     return front, cfg
 

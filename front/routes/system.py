@@ -84,23 +84,15 @@ class SystemRoutes:
         return json_response(API_INFO)
 
     async def ping(self, request: web.Request) -> web.Response:
-        return json_response({"ok": True, "invokers": self.controller.balancer.states()})
+        return json_response({"ok": True, "invokers": self.controller.invoker_states()})
 
     async def invokers(self, request: web.Request) -> web.Response:
         """The stock controller's ``GET /invokers``: ``{"invoker0/<uniqueName>": "up"}``
         (the id as stock prints it, with the displayed name when there is one)."""
-        names = ("uniqueName", "displayedName")
-        return json_response(
-            {
-                "/".join(
-                    [f"invoker{n}", *filter(None, (r.instance_json.get(k) for k in names))]
-                ): r.state.value
-                for n, r in sorted(self.controller.balancer.invokers.items())
-            }
-        )
+        return json_response(self.controller.invoker_states())
 
     async def healthy_count(self, request: web.Request) -> web.Response:
-        return json_response(len(self.controller.balancer.healthy()))
+        return json_response(self.controller.healthy_count())
 
     async def metrics(self, request: web.Request) -> web.Response:
         """Prometheus text, open like ``/ping``: what the front's consumers skipped."""

@@ -66,6 +66,41 @@ def test_front_reads_the_invokers_own_names_for_what_they_share():
     assert cfg.couchdb_url == "http://mine:1"
 
 
+def test_front_takes_the_stock_balancer_and_etcd_names_for_the_scheduler_mode():
+    assert not front_config.load(_args("front"), {}).scheduler_mode
+    env = {
+        "CONFIG_whisk_spi_LoadBalancerProvider": "org.apache.openwhisk.core.loadBalancer."
+        "FPCPoolBalancer",
+        "CONFIG_whisk_etcd_hosts": "etcd0:2379,etcd1:2379",
+        "CONFIG_whisk_cluster_name": "prod",
+    }
+    cfg = front_config.load(_args("front"), env)
+    assert cfg.scheduler_mode
+    assert (cfg.etcd_hosts, cfg.cluster_name) == ("etcd0:2379,etcd1:2379", "prod")
+    flags = ("front", "--load-balancer", "ShardingContainerPoolBalancer")
+    assert not front_config.load(_args(*flags), env).scheduler_mode
+
+
+@pytest.mark.parametrize(
+    ("balancer", "etcd", "refused"),
+    [
+        ("LeanBalancer", "e:2379", "is not one of ShardingContainerPoolBalancer, FPCPoolBalancer"),
+        ("FPCPoolBalancer", None, "reads the schedulers from etcd: give etcd_hosts"),
+    ],
+)
+def test_front_refuses_a_balancer_it_cannot_be(balancer, etcd, refused):
+    with pytest.raises(ValueError, match=refused):
+        front_config.FrontConfig(load_balancer=balancer, etcd_hosts=etcd)
+
+
+def test_the_standalone_front_reaches_its_own_invoker_whatever_the_environment():
+    from ow_invoker import standalone
+
+    env = {"OW_FRONT_LOAD_BALANCER": "FPCPoolBalancer", "OW_INVOKER_ETCD_HOSTS": "e:2379"}
+    front, _ = standalone.load(_args("standalone"), env)
+    assert not front.scheduler_mode
+
+
 def test_front_flags_env_and_file(tmp_path):
     path = _toml(tmp_path, '[invoker]\npolicy = "fifo"\n\n[front]\nport = 4000\nhost = "0.0.0.0"\n')
     cfg = front_config.load(
