@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +98,7 @@ class StandInScheduler:
     _producer: AIOKafkaProducer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _acked: asyncio.Event = field(default_factory=asyncio.Event)
+    on_ack: Callable[[CreationAck], None] | None = None  # told of every ack that parses
 
     @property
     def ack_topic(self) -> str:
@@ -355,6 +356,8 @@ class StandInScheduler:
             self.bad_acks.append(value)
         else:
             self.acks[ack.creation_id] = ack
+            if self.on_ack is not None:
+                self.on_ack(ack)
         self._acked.set()
 
 
