@@ -9,7 +9,11 @@ an action update, as a user of the REST API sees them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +29,8 @@ from front.identities import GUEST_AUTH, basic_auth
 from front.server import start_front
 from harness.controller import make_config
 from harness.fpc_queues import QueueProvisioner, provisioned_scheduler
+from harness.processes import ROOT, InvokerProcess, free_port
+from invoker.config import InvokerConfig
 from invoker.service import Invoker
 from tests.front_platform import Platform
 from tests.integration.front.conftest import NS, activation, invoke, put_action
@@ -36,6 +42,7 @@ pytestmark = pytest.mark.services
 
 SLEEP = "import time\ndef main(a):\n    time.sleep(a.get('s', 0))\n    return {'n': a.get('n')}\n"
 ECHO = "def main(a):\n    return a\n"
+FPC_BALANCER = "org.apache.openwhisk.core.loadBalancer.FPCPoolBalancer"
 NODE_HELLO = "function main(p) { return {greeting: 'Hello ' + (p.name || 'stranger')}; }\n"
 
 
@@ -226,3 +233,114 @@ async def test_an_action_update_retires_the_old_revisions_containers(fpc):
     async with asyncio.timeout(10):  # deleted, not kept warm
         while any(s.key is not None and s.key.revision == old for s in pool.slots.values()):
             await asyncio.sleep(0.05)
+
+
+SPIS = {
+    "CONFIG_whisk_spi_InvokerProvider": "org.apache.openwhisk.core.invoker.FPCInvokerReactive",
+    "CONFIG_whisk_spi_InvokerServerProvider": "org.apache.openwhisk.core.invoker.FPCInvokerServer",
+}
+
+
+def start_front_process(
+    cfg: InvokerConfig, kafka: str, couchdb, env: dict[str, str], log: Path, port: int
+) -> subprocess.Popen[bytes]:
+    """``ow-invoker front`` as a child process on ``env`` (the stock controller's names)."""
+    args = [sys.executable, "-m", "ow_invoker", "front", "--port", str(port), "--kafka", kafka]
+    args += ["--topic-prefix", cfg.topic_prefix, "--db-prefix", cfg.db_prefix]
+    args += ["--couchdb-url", couchdb.url, "--couchdb-user", couchdb.user]
+    args += ["--state-dir", str(log.parent / "front-state")]
+    env = {**os.environ, **env, "CONFIG_whisk_couchdb_password": couchdb.password}
+    with open(log, "ab") as out:
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=out)
+
+
+@asynccontextmanager
+async def front_process(cfg: InvokerConfig, kafka: str, couchdb, env: dict[str, str], log: Path):
+    """The front process; yields its URL once it answers, terminated after."""
+    port = free_port()
+    proc = start_front_process(cfg, kafka, couchdb, env, log, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as http, asyncio.timeout(60):
+            while True:
+                assert proc.poll() is None, log.read_text()
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"{url}/ping") as r:
+                        if r.status == 200:
+                            break
+                await asyncio.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 30)
+
+
+async def test_processes_on_the_stock_names_and_kill_9_with_a_call_in_flight(
+    kafka, couchdb, etcd, tmp_path, monkeypatch
+):
+    """``ow-invoker run`` on the stock FPC invoker's environment and ``ow-invoker front`` on
+    the stock FPCPoolBalancer controller's, each a process of its own: a blocking call
+    through the API whose invoker is killed (-9) while it runs is run again after the
+    restart (the node's journal gives it back to the scheduler) and answered to its caller,
+    once."""
+    cluster = f"fp{uuid.uuid4().hex[:8]}"
+    stock = {"CONFIG_whisk_etcd_hosts": etcd.hosts, "CONFIG_whisk_cluster_name": cluster}
+    for name, value in {**SPIS, **stock, "CONFIG_whisk_etcd_lease_timeout": "3 seconds"}.items():
+        monkeypatch.setenv(name, value)
+    cfg = make_config(tmp_path)
+    journal = Path(cfg.state_dir) / f"{cfg.container_prefix}.fpc-pulled"
+    invoker = InvokerProcess(cfg, kafka.bootstrap, couchdb, tmp_path / "invoker.log")
+    balancer = {"CONFIG_whisk_spi_LoadBalancerProvider": FPC_BALANCER}
+    store = CouchStore(couchdb.url, couchdb.user, couchdb.password)
+    try:
+        invoker.start()
+        async with (
+            provisioned_scheduler(
+                kafka.bootstrap,
+                store,
+                cfg.whisks_db,
+                etcd.hosts,
+                cluster=cluster,
+                topic_prefix=cfg.topic_prefix,
+                hold_s=1.0,
+            ) as scheduler,
+            front_process(cfg, kafka.bootstrap, couchdb, balancer, tmp_path / "front.log") as url,
+            aiohttp.ClientSession(headers={"Authorization": basic_auth(GUEST_AUTH)}) as http,
+        ):
+
+            async def call(method: str, path: str, **kw) -> tuple[int, dict]:
+                async with http.request(method, url + path, **kw) as r:
+                    return r.status, await r.json(content_type=None)
+
+            async with asyncio.timeout(60):
+                while (await call("GET", "/invokers/healthy/count"))[1] != 1:
+                    await asyncio.sleep(0.2)
+            sleepy = {"exec": {"kind": "python:default", "code": SLEEP}}
+            assert (await call("PUT", f"{NS}/actions/sleepy", json=sleepy))[0] == 200
+            path = f"{NS}/actions/sleepy?blocking=true"
+            status, warmup = await call("POST", path, json={"n": 0})
+            assert status == 200, warmup
+
+            in_flight = asyncio.ensure_future(call("POST", path, json={"s": 3, "n": 1}))
+            async with asyncio.timeout(30):  # pulled, journaled, in its container's /run
+                while not list(journal.glob("*.json")):
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(invoker.kill)
+            creations = scheduler.creations
+            invoker.start()  # the same state directory: the journal is read at start
+            status, rec = await in_flight
+            assert status == 200 and rec["response"]["result"] == {"n": 1}, rec
+            assert "rescheduled" in invoker.log()
+            assert scheduler.creations > creations, "the rescheduled call got a new container"
+            ids = sorted([warmup["activationId"], rec["activationId"]])
+            for _ in range(50):  # a listing is a view of the database, updated as it is read
+                status, listed = await call("GET", f"{NS}/activations?name=sleepy&limit=10")
+                if len(listed) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert sorted(a["activationId"] for a in listed) == ids, "one record a call"
+            assert await asyncio.to_thread(invoker.terminate, 30) == 0
+    finally:
+        invoker.stop()
+        await store.close()
