@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from whisk.etcd import EtcdClient, EtcdError
 from whisk.protocol.etcd_keys import (
+    InvokerId,
     ResourceRecord,
     SchedulerState,
     invoker_of_record_key,
@@ -31,6 +32,7 @@ from whisk.protocol.etcd_keys import (
 log = logging.getLogger(__name__)
 
 REFRESH_S = 1.0
+K = TypeVar("K")
 T = TypeVar("T")
 
 
@@ -43,7 +45,7 @@ class SchedulerDirectory:
     etcd: EtcdClient
     cluster: str = "whisk"
     schedulers: dict[str, SchedulerState] = field(default_factory=dict)
-    invokers: dict[str, ResourceRecord] = field(default_factory=dict)  # "invoker0/<unique>"
+    invokers: dict[InvokerId, ResourceRecord] = field(default_factory=dict)
     # leader key -> the scheduler id found there; forgotten at every refresh, so a queue
     # that moved (its leader re-elected) is followed within a second.
     _leaders: dict[str, str] = field(default_factory=dict)
@@ -56,8 +58,8 @@ class SchedulerDirectory:
         self.invokers = dict(_parsed(records, self._invoker_record, "invoker record"))
         self._leaders.clear()
 
-    def _invoker_record(self, key: str, value: str) -> tuple[str, ResourceRecord]:
-        return str(invoker_of_record_key(self.cluster, key)), ResourceRecord.from_json(value)
+    def _invoker_record(self, key: str, value: str) -> tuple[InvokerId, ResourceRecord]:
+        return invoker_of_record_key(self.cluster, key), ResourceRecord.from_json(value)
 
     async def keep_fresh(self) -> None:
         """Refresh every second for ever (a supervised task of the front)."""
@@ -96,8 +98,10 @@ class SchedulerDirectory:
         return sid
 
     def invoker_states(self) -> dict[str, str]:
-        """``GET /invokers``: each registered invoker's status."""
-        return {name: r.status for name, r in sorted(self.invokers.items())}
+        """``GET /invokers``: each registered invoker's status, ``invoker0/<uniqueName>``
+        first (the id as the stock controller prints it)."""
+        ordered = sorted(self.invokers.items(), key=lambda kv: kv[0].instance)
+        return {str(invoker): record.status for invoker, record in ordered}
 
 
 def _scheduler_state(key: str, value: str) -> tuple[str, SchedulerState]:
@@ -106,8 +110,8 @@ def _scheduler_state(key: str, value: str) -> tuple[str, SchedulerState]:
 
 
 def _parsed(
-    kvs: dict[str, str], parse: Callable[[str, str], tuple[str, T]], what: str
-) -> Iterator[tuple[str, T]]:
+    kvs: dict[str, str], parse: Callable[[str, str], tuple[K, T]], what: str
+) -> Iterator[tuple[K, T]]:
     """``parse(key, value)`` of each pair that parses; the others logged and left out."""
     for key, value in kvs.items():
         try:

@@ -14,17 +14,21 @@ Its decisions are deliberately plain (one more container for each call that no f
 creation is about to take, up to ``max_containers`` a queue, on the invoker with the most
 free memory); upstream's scheduling decision maker weighs durations and throttles, which no
 test here depends on. A creation that fails leaves the queue's calls waiting for the next
-try (each tick), as upstream retries; it does not fail them.
+try (each tick), as upstream retries; it does not fail them. When etcd, CouchDB or Kafka
+fails it logs the error and goes on (an arrival it was handling then is dropped).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from aiokafka.errors import KafkaError
 
 from harness.controller import follow_topic
 from harness.fpc_scheduler import (
@@ -46,7 +50,7 @@ from whisk.protocol.etcd_keys import (
     queue_leader_key,
     scheduler_key,
 )
-from whisk.store import Store
+from whisk.store import Store, StoreError
 from whisk.supervisor import spawn
 
 log = logging.getLogger(__name__)
@@ -123,17 +127,20 @@ class QueueProvisioner:
         loop = asyncio.get_running_loop()
         tick_at = loop.time()
         while True:
-            try:
+            raw = None
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, tick_at - loop.time())):
                     raw = await self._arrivals.get()
-                await self._arrive(raw)
-            except TimeoutError:
-                pass
-            if loop.time() >= tick_at:
-                await self._read_records()
-                for key in list(self._queues):
-                    await self._provision(key)
-                tick_at = loop.time() + self.tick_s
+            try:
+                if raw is not None:
+                    await self._arrive(raw)
+                if loop.time() >= tick_at:
+                    await self._read_records()
+                    for key in list(self._queues):
+                        await self._provision(key)
+                    tick_at = loop.time() + self.tick_s
+            except (EtcdError, StoreError, KafkaError) as e:  # the services' trouble: go on
+                log.error("the stand-in scheduler could not act: %s", e)
 
     async def _arrive(self, raw: bytes) -> None:
         try:

@@ -52,6 +52,20 @@ class Deployment:
     scheduler: QueueProvisioner
 
 
+def stand_in(kafka, store: CouchStore, cfg: InvokerConfig, etcd, cluster: str):
+    """The stand-in scheduler, making its own queues and containers, for this deployment's
+    topics, databases and etcd cluster."""
+    return provisioned_scheduler(
+        kafka.bootstrap,
+        store,
+        cfg.whisks_db,
+        etcd.hosts,
+        cluster=cluster,
+        topic_prefix=cfg.topic_prefix,
+        hold_s=1.0,
+    )
+
+
 @asynccontextmanager
 async def deployment(kafka, couchdb, etcd, tmp_path: Path) -> AsyncIterator[Deployment]:
     """Invoker, stand-in scheduler and front, each on the services alone (no in-process
@@ -72,15 +86,7 @@ async def deployment(kafka, couchdb, etcd, tmp_path: Path) -> AsyncIterator[Depl
     invoker = Invoker(cfg, bus=bus, store=store, backend=backend, clock=clock)
     await invoker.start()
     try:
-        async with provisioned_scheduler(
-            kafka.bootstrap,
-            store,
-            cfg.whisks_db,
-            etcd.hosts,
-            cluster=cluster,
-            topic_prefix=cfg.topic_prefix,
-            hold_s=1.0,
-        ) as scheduler:
+        async with stand_in(kafka, store, cfg, etcd, cluster) as scheduler:
             front = await start_front(
                 bus=KafkaBus(kafka.bootstrap),
                 store=store,
@@ -295,15 +301,7 @@ async def test_processes_on_the_stock_names_and_kill_9_with_a_call_in_flight(
     try:
         invoker.start()
         async with (
-            provisioned_scheduler(
-                kafka.bootstrap,
-                store,
-                cfg.whisks_db,
-                etcd.hosts,
-                cluster=cluster,
-                topic_prefix=cfg.topic_prefix,
-                hold_s=1.0,
-            ) as scheduler,
+            stand_in(kafka, store, cfg, etcd, cluster) as scheduler,
             front_process(cfg, kafka.bootstrap, couchdb, balancer, tmp_path / "front.log") as url,
             aiohttp.ClientSession(headers={"Authorization": basic_auth(GUEST_AUTH)}) as http,
         ):
