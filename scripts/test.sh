@@ -36,7 +36,7 @@ export OW_TEST_STARTED="$STARTED"
 # (mounts, processes, network namespaces, cgroups, /tmp: tests/hostguard.py), fails the run.
 export OW_TEST_SKIPS=strict OW_TEST_HOST_GUARD=strict
 PYTEST_PID=""
-trap 'scripts/stop-started.sh "$STARTED"' EXIT
+trap 'scripts/stop-started.sh "$STARTED"; rm -f "${TMP_BEFORE:-}"' EXIT
 on_signal() { # $1: the exit status. Interrupt pytest's group: its fixtures tear down first.
     trap - INT TERM HUP
     if [[ -n "$PYTEST_PID" ]] && kill -0 "$PYTEST_PID" 2>/dev/null; then
@@ -49,6 +49,21 @@ on_signal() { # $1: the exit status. Interrupt pytest's group: its fixtures tear
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
+
+# The pytest session's host guard opens after the install; what the install leaves in /tmp
+# (a JVM's hsperfdata once) is looked for from here to the run's end (tmp_left below).
+TMP_BEFORE="$ROOT/.state/test-run.$$.tmp"
+ls -A /tmp | sort >"$TMP_BEFORE"
+tmp_left() { # the /tmp entries made since TMP_BEFORE, less OW_TEST_HOST_GUARD_IGNORE's globs
+    local entry pattern
+    while read -r entry; do
+        for pattern in ${OW_TEST_HOST_GUARD_IGNORE:-}; do
+            # shellcheck disable=SC2053 # a glob, on purpose
+            [[ "$entry" == $pattern ]] && continue 2
+        done
+        echo "$entry"
+    done < <(comm -13 "$TMP_BEFORE" <(ls -A /tmp | sort))
+}
 
 if ((FAST)); then
     step "scripts/install.sh python"
@@ -99,6 +114,11 @@ if ((prc == 5)); then
     echo "[test] pytest collected no tests" >&2
 fi
 ((prc == 0)) || rc=$prc
+left="$(tmp_left)"
+if [[ -n "$left" ]]; then
+    echo "[test] the install or the run left in /tmp: $(echo "$left" | tr '\n' ' ')" >&2
+    ((rc != 0)) || rc=1
+fi
 
 if ((rc == 0)); then
     echo "[test] all green" >&2
