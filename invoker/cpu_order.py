@@ -24,13 +24,15 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import NamedTuple
 
 from containers.backend import Container, ContainerError, ContainerGone
 from containers.cpu import CpuTimes, set_own_nice
 from invoker.activation import CpuMark, Job
+from invoker.config import available_cores
 from invoker.scheduler import Call
 from policies.attained import (
     Aged,
@@ -61,8 +63,10 @@ def keep_ahead_of_the_calls(action_cores: Iterable[int], usable: Iterable[int]) 
     ranking), would wait behind the calls (live, on two shared cores each weight write took
     it 11-13 ms). So its threads and its autogroup go to nice -20 (weight 88761: about half
     a core beside a top-ranked call, when it needs one; what it forks starts at 0 again,
-    the process backend's zygote resets itself). Returns the nice value to restore at
-    stop; None when nothing was changed: the cores are not shared, or it may not (no
+    the process backend's zygote resets itself). A process-wide step, so the process that
+    owns the node takes it (``ow-invoker run``, ``standalone``), not the node: a simulation
+    runs the same node on cores that are not the machine's. Returns the nice value it had;
+    None when nothing was changed: the cores are not shared, or it may not (no
     CAP_SYS_NICE), which it warns of."""
     if not set(usable) <= set(action_cores):
         return None
@@ -80,6 +84,20 @@ def keep_ahead_of_the_calls(action_cores: Iterable[int], usable: Iterable[int]) 
         "own work (and each call's start) waits behind them; leave it a core (--action-cores)"
     )
     return None
+
+
+@contextmanager
+def ahead_of_the_calls(ordered: bool, action_cores: Iterable[int]) -> Iterator[None]:
+    """:func:`keep_ahead_of_the_calls` for the block, then the process's nice as before: for
+    a process that hosts a node among other work (the tests' and benchmarks' in-process
+    invoker). ``ordered``: the node has a CPU order. Never a simulation's: its cores are
+    not the machine's."""
+    before = keep_ahead_of_the_calls(action_cores, available_cores()) if ordered else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            set_own_nice(before)
 
 
 class Running(NamedTuple):

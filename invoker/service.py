@@ -29,8 +29,8 @@ from invoker.actions import ActionFetcher, FetchError
 from invoker.activation import ActivationRunner, Binding, Job, Ran
 from invoker.activation import Outcome as ActivationOutcome
 from invoker.calltimes import CallTimes
-from invoker.config import InvokerConfig, available_cores
-from invoker.cpu_order import CpuOrder, keep_ahead_of_the_calls
+from invoker.config import InvokerConfig
+from invoker.cpu_order import CpuOrder
 from invoker.gpu import GpuPoolHandle, is_gpu_action, is_kaas_action, run_ktask
 from invoker.health import EXPIRY_GRACE_S, NodeHealth
 from invoker.metrics import InvokerMetrics
@@ -142,7 +142,6 @@ class Invoker:
         )
         self.policy = get_policy(config.policy)
         # An attained-service policy orders the running calls' CPU (invoker.cpu_order).
-        self._nice_before: int | None = None  # the process's nice, while the order raised it
         self.cpu_order = (
             CpuOrder(
                 self.policy.attained,
@@ -312,7 +311,6 @@ class Invoker:
         for name, loop in loops:
             self.supervisor.start(name, loop)
         if self.cpu_order is not None:  # without it the calls share the CPU as stock
-            self._nice_before = keep_ahead_of_the_calls(self.config.action_cores, available_cores())
             self.supervisor.start("cpu-order", self.cpu_order.run, critical=False)
         if self.policy.exclusive_cores and self.config.cpu_sample_s > 0:
             # The node works without it (estimates then correct when calls finish).
@@ -355,8 +353,6 @@ class Invoker:
         if self.fpc is not None:  # the pullers' clients closed, presence left
             await self.fpc.close(deadline_s)
         await self.supervisor.stop("dispatch", "commit", "health", "cpu-sampler", "cpu-order")
-        if self._nice_before is not None:  # what ran the invoker's process runs on as before
-            cpu.set_own_nice(self._nice_before)
         await self.records.close()
         await _bounded(self._commit(), "committing offsets")
         await self.pool.close()
