@@ -203,22 +203,6 @@ def set_autogroup_nice(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
     return True
 
 
-def set_own_nice(nice: int, proc: Path = Path("/proc")) -> bool:
-    """Give every thread of this process ``nice`` (a thread made later takes its maker's),
-    and its autogroup too unless that is the root one; False when it may not (lowering a
-    nice value needs CAP_SYS_NICE; the first thread refused, nothing is changed)."""
-    try:
-        for tid in sorted(int(t) for t in os.listdir(proc / "self" / "task")):
-            with contextlib.suppress(ProcessLookupError):  # a thread that just ended
-                os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except PermissionError:
-        return False
-    with contextlib.suppress(FileNotFoundError, PermissionError):  # autogroups off
-        if _autogroup(proc / "self" / "autogroup"):
-            (proc / "self" / "autogroup").write_text(str(nice))
-    return True
-
-
 def _autogroup(path: Path) -> str:
     """The autogroup named in this ``/proc/<pid>/autogroup``; empty for the root one."""
     words = path.read_text().split()

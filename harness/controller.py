@@ -17,7 +17,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from containers.backend import ContainerBackend
 from containers.process.backend import ProcessBackend
 from invoker.config import InvokerConfig
-from invoker.cpu_order import ahead_of_the_calls
 from invoker.gpu import make_gpu_pool
 from invoker.service import Invoker
 from whisk.bus.kafka import INVOKER_TOPIC_CONFIG, KafkaBus
@@ -257,13 +256,11 @@ async def running_invoker(
         config, bus=bus, store=store, backend=backend, clock=SystemClock(), gpu_pool=gpu_pool
     )
     stub = ControllerStub(kafka.bootstrap, config, store)
-    # As `ow-invoker run` would be, on cores shared with its calls (a benchmark's --cores).
-    with ahead_of_the_calls(invoker.cpu_order is not None, config.action_cores):
-        await invoker.start()
-        await stub.start()
-        try:
-            yield invoker, stub
-        finally:
-            await stub.stop()
-            await invoker.stop(deadline_s=5)
-            await store.close()
+    await invoker.start()
+    await stub.start()
+    try:
+        yield invoker, stub
+    finally:
+        await stub.stop()
+        await invoker.stop(deadline_s=5)
+        await store.close()

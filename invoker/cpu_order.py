@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
 from containers.backend import Container, ContainerError, ContainerGone
-from containers.cpu import CpuTimes, set_own_nice
+from containers.cpu import CpuTimes
 from invoker.activation import CpuMark, Job
-from invoker.config import available_cores
 from invoker.scheduler import Call
 from policies.attained import (
     Aged,
@@ -53,51 +50,16 @@ TICKS_TO_MEASURE = 10  # ... and this many of its counters' ticks (from /proc: 1
 STARVED_S = 0.01  # a call that got less CPU than this since the last pass was starved
 
 
-OWN_NICE = -20  # the invoker's threads' on cores it shares with the calls it orders
-
-
-def keep_ahead_of_the_calls(action_cores: Iterable[int], usable: Iterable[int]) -> int | None:
-    """Where every core is an action core the invoker shares its cores with the calls it
-    orders, and a top-ranked call's weight (10000, 102400 v1 shares) leaves a nice-0 thread
-    1 % of a core: the invoker's own work, and each call's start (which waits for its
-    ranking), would wait behind the calls (live, on two shared cores each weight write took
-    it 11-13 ms). So its threads and its autogroup go to nice -20 (weight 88761: about half
-    a core beside a top-ranked call, when it needs one; what it forks starts at 0 again,
-    the process backend's zygote resets itself). A process-wide step, so the process that
-    owns the node takes it (``ow-invoker run``, ``standalone``), not the node: a simulation
-    runs the same node on cores that are not the machine's. Returns the nice value it had;
-    None when nothing was changed: the cores are not shared, or it may not (no
-    CAP_SYS_NICE), which it warns of."""
+def shared_cores_warning(action_cores: Iterable[int], usable: Iterable[int]) -> str | None:
+    """What to tell an operator who gives an attained-service order every core, or None."""
     if not set(usable) <= set(action_cores):
         return None
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    if set_own_nice(OWN_NICE):
-        log.info(
-            "every core is an action core: the invoker runs at nice %d, ahead of the calls "
-            "whose CPU it orders",
-            OWN_NICE,
-        )
-        return before
-    log.warning(
-        "every core is an action core, and without CAP_SYS_NICE the invoker cannot run "
-        "ahead of the calls it orders: a top-ranked call gets 100x its CPU weight, so its "
-        "own work (and each call's start) waits behind them; leave it a core (--action-cores)"
+    return (
+        "every core is an action core: the CPU order gives a top-ranked call 100x the CPU "
+        "weight of a plain process, so the invoker's own work (and each call's start, "
+        "which waits for its ranking) waits behind the calls it orders; leave the "
+        "invoker a core (--action-cores)"
     )
-    return None
-
-
-@contextmanager
-def ahead_of_the_calls(ordered: bool, action_cores: Iterable[int]) -> Iterator[None]:
-    """:func:`keep_ahead_of_the_calls` for the block, then the process's nice as before: for
-    a process that hosts a node among other work (the tests' and benchmarks' in-process
-    invoker). ``ordered``: the node has a CPU order. Never a simulation's: its cores are
-    not the machine's."""
-    before = keep_ahead_of_the_calls(action_cores, available_cores()) if ordered else None
-    try:
-        yield
-    finally:
-        if before is not None:
-            set_own_nice(before)
 
 
 class Running(NamedTuple):

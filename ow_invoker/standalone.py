@@ -74,7 +74,6 @@ async def serve(
     from invoker.admin_http import admin_credentials, authorized, serve_admin
     from invoker.commands.admin import subjects_db
     from invoker.compose import build_invoker, runtime_manifest
-    from invoker.cpu_order import keep_ahead_of_the_calls
     from whisk.clock import SystemClock
     from whisk.lifecycle import NodeFailed, wait_for_signal_or
     from whisk.supervisor import first_failure
@@ -121,8 +120,6 @@ async def serve(
         **options,
     )
     admin = None
-    if invoker.cpu_order is not None:  # on shared cores, ahead of the calls it orders
-        keep_ahead_of_the_calls(cfg.action_cores, configuration.available_cores())
     try:
         await invoker.start()
         if cfg.admin_port:

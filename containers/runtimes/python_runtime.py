@@ -942,8 +942,6 @@ class Zygote:
 
     def run(self) -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getpriority(os.PRIO_PROCESS, 0) < 0:  # the invoker's, ahead of its calls
-            os.setpriority(os.PRIO_PROCESS, 0, 0)  # what it forks starts as any process
         if self.parent_pid and os.getppid() != self.parent_pid:
             return
         _prctl(PR_SET_CHILD_SUBREAPER, 1)

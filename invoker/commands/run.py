@@ -30,7 +30,7 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     from invoker.admin_http import serve_admin
     from invoker.admin_tls import admin_ssl_context
     from invoker.compose import build_invoker
-    from invoker.cpu_order import keep_ahead_of_the_calls
+    from invoker.cpu_order import shared_cores_warning
     from whisk.bus.kafka import KafkaBus
     from whisk.clock import SystemClock
     from whisk.private import private_dir
@@ -48,8 +48,10 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     for db in (cfg.whisks_db, cfg.activations_db):
         await store.ensure_db(db)
     invoker = build_invoker(cfg, bus=bus, store=store, clock=SystemClock())
-    if invoker.cpu_order is not None:  # on shared cores, ahead of the calls it orders
-        keep_ahead_of_the_calls(cfg.action_cores, configuration.available_cores())
+    if invoker.cpu_order is not None and (
+        said := shared_cores_warning(cfg.action_cores, configuration.available_cores())
+    ):
+        log.warning(said)
     await invoker.start()
     admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port, admin_tls)
     scheme = "https" if admin_tls else "http"

@@ -21,18 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from containers.cpu import stat_fields
-from harness.controller import controller, make_config, running_invoker
-from harness.processes import InvokerProcess
-from invoker.config import available_cores
-from tests.integration.harness import PY_HELLO
-from tests.integration.invoker.helpers import processes_with_marker
+from harness.controller import running_invoker
 
 pytestmark = pytest.mark.services
 
@@ -155,37 +149,3 @@ async def test_a_cold_calls_init_gets_the_core_from_a_long_call(
         assert any(a["key"] == "initTime" for a in cold["annotations"]), cold["annotations"]
         _assert_had_the_core(cold, await long, 0.3)
         _writes_counted(invoker)
-
-
-def thread_nices(pid: int) -> set[int]:
-    """The nice values of every thread of ``pid`` (``/proc/<pid>/task/*/stat``'s 19th)."""
-    nices = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        fields = stat_fields(f"/proc/{pid}/task/{tid}/stat")
-        if fields is not None:
-            nices.add(int(fields[16]))
-    return nices
-
-
-async def test_on_cores_shared_with_its_calls_the_invoker_runs_ahead_of_them(
-    kafka, couchdb, tmp_path
-):
-    """``ow-invoker run --policy gittins`` given every core: its threads run at nice -20
-    (a top-ranked call's weight would leave a nice-0 one 1 % of a core), what it forks at 0
-    (the zygote and the containers: other people's code gets none of its priority)."""
-    config = make_config(tmp_path, policy="gittins", action_cores=tuple(available_cores()))
-    proc = InvokerProcess(config, kafka.bootstrap, couchdb, tmp_path / "invoker.log")
-    async with controller(kafka, couchdb, config) as ctl:
-        action, rev = await ctl.create_action("hello", PY_HELLO)
-        proc.start()
-        try:
-            aid = await ctl.invoke(action, rev, content={"name": "nice"})
-            await ctl.wait_completion(aid, timeout_s=60)
-            assert "the invoker runs at nice -20" in proc.log()
-            assert proc.proc is not None and thread_nices(proc.proc.pid) == {-20}
-            forked = processes_with_marker(config.container_prefix)
-            assert len(forked) >= 2, "the zygote and the action's container"
-            assert set().union(*map(thread_nices, forked)) == {0}
-            assert await asyncio.to_thread(proc.terminate, 30) == 0
-        finally:
-            proc.stop()

@@ -4,7 +4,6 @@ gone does not stop the ordering."""
 
 import asyncio
 import logging
-import os
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -13,9 +12,8 @@ import pytest
 
 from containers.backend import ContainerError, ContainerGone
 from containers.cpu import CpuTimes
-from invoker import cpu_order
 from invoker.activation import CpuMark
-from invoker.cpu_order import CpuOrder, Running, keep_ahead_of_the_calls
+from invoker.cpu_order import CpuOrder, Running, shared_cores_warning
 from invoker.scheduler import Call
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import TraceCall
@@ -335,24 +333,9 @@ def test_a_call_starved_from_its_start_has_not_aged():
     assert (read.age, read.share) == (0.0, 1.0)
 
 
-def test_on_cores_shared_with_its_calls_the_invoker_runs_ahead_of_them(monkeypatch, caplog):
-    """On cores shared with the invoker a top-weight call leaves a nice-0 thread 1 % of a
-    core (live on two shared cores each weight write took 12-13 ms): the invoker raises its
-    own priority, or, when it may not, tells the operator to leave it a core."""
-    told: list[int] = []
-    allowed = True
-
-    def set_own_nice(nice: int) -> bool:
-        told.append(nice)
-        return allowed
-
-    monkeypatch.setattr(cpu_order, "set_own_nice", set_own_nice)
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    assert keep_ahead_of_the_calls((1,), [0, 1]) is None  # the default: the first core left
-    assert told == []
-    assert keep_ahead_of_the_calls((0, 1), [0, 1]) == before  # what stop restores
-    assert told == [-20]
-    allowed = False
-    with caplog.at_level(logging.WARNING):
-        assert keep_ahead_of_the_calls((0, 1), [0, 1]) is None
-    assert "--action-cores" in caplog.text
+def test_an_attained_order_on_every_core_is_warned_of():
+    """On cores shared with the invoker a top-weight call leaves it 1 % of a core (live on
+    two shared cores each weight write took 12-13 ms): the operator is told to leave it one."""
+    assert shared_cores_warning((1,), [0, 1]) is None  # the default: the first core left
+    said = shared_cores_warning((0, 1), [0, 1])
+    assert said is not None and "--action-cores" in said

@@ -262,18 +262,3 @@ def test_an_overdue_call_starts_on_a_shared_core_when_its_time_comes(monkeypatch
     assert plain["per_function"]["M"]["mean_response_s"] == pytest.approx(
         (20.0 + 48.0) / 2, abs=1e-3
     )
-
-
-def test_a_simulation_of_a_cpu_order_never_reprioritises_the_process(monkeypatch):
-    """The simulator runs the node on virtual cores, more than the machine has: its CPU
-    order must not raise the simulating process's priority as ``ow-invoker run`` does on
-    shared cores (it once did, at -20 for every such simulation, and the figures tier then
-    starved the suite's other lanes)."""
-    from invoker import cpu_order
-
-    told: list[int] = []
-    monkeypatch.setattr(cpu_order, "set_own_nice", lambda nice: told.append(nice) or True)
-    monkeypatch.delenv("OW_SIMULATION_CACHE", raising=False)  # run it, not a cached result
-    result = simulate(TRACE, "gittins", SimulationSettings(cores=64))
-    assert result["calls"] == len(TRACE)
-    assert told == []
