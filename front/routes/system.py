@@ -84,7 +84,7 @@ class SystemRoutes:
         return json_response(API_INFO)
 
     async def ping(self, request: web.Request) -> web.Response:
-        return json_response({"ok": True, "invokers": self.controller.invoker_states()})
+        return json_response({"ok": True, "invokers": self.controller.balancer.states()})
 
     async def invokers(self, request: web.Request) -> web.Response:
         """The stock controller's ``GET /invokers``: ``{"invoker0/<uniqueName>": "up"}``
