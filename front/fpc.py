@@ -53,13 +53,9 @@ class SchedulerDirectory:
     async def refresh(self) -> None:
         """Read both prefixes; EtcdError if etcd cannot answer (the view is kept)."""
         schedulers = await self.etcd.get_prefix(schedulers_prefix(self.cluster))
-        records = await self.etcd.get_prefix(invokers_prefix(self.cluster))
         self.schedulers = dict(_parsed(schedulers, _scheduler_state, "scheduler state"))
-        self.invokers = dict(_parsed(records, self._invoker_record, "invoker record"))
+        self.invokers = await read_invokers(self.etcd, self.cluster)
         self._leaders.clear()
-
-    def _invoker_record(self, key: str, value: str) -> tuple[InvokerId, ResourceRecord]:
-        return invoker_of_record_key(self.cluster, key), ResourceRecord.from_json(value)
 
     async def keep_fresh(self) -> None:
         """Refresh every second for ever (a supervised task of the front)."""
@@ -102,6 +98,17 @@ class SchedulerDirectory:
         first (the id as the stock controller prints it)."""
         ordered = sorted(self.invokers.items(), key=lambda kv: kv[0].instance)
         return {str(invoker): record.status for invoker, record in ordered}
+
+
+async def read_invokers(etcd: EtcdClient, cluster: str) -> dict[InvokerId, ResourceRecord]:
+    """Every invoker's record under ``<cluster>/invokers/`` (a key or value that is not one
+    logged and left out); EtcdError if etcd cannot answer."""
+
+    def record(key: str, value: str) -> tuple[InvokerId, ResourceRecord]:
+        return invoker_of_record_key(cluster, key), ResourceRecord.from_json(value)
+
+    kvs = await etcd.get_prefix(invokers_prefix(cluster))
+    return dict(_parsed(kvs, record, "invoker record"))
 
 
 def _scheduler_state(key: str, value: str) -> tuple[str, SchedulerState]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from front.fpc import read_invokers
 from harness.controller import follow_topic
 from harness.fpc_scheduler import (
     QueueKey,
@@ -45,8 +46,6 @@ from whisk.protocol import ProtocolError, QualifiedName, loads, parse_activation
 from whisk.protocol.etcd_keys import (
     ResourceRecord,
     SchedulerState,
-    invoker_of_record_key,
-    invokers_prefix,
     queue_leader_key,
     scheduler_key,
 )
@@ -229,19 +228,11 @@ class QueueProvisioner:
 
     async def _read_records(self) -> None:
         try:
-            kvs = await self.etcd.get_prefix(invokers_prefix(self.cluster))
+            records = await read_invokers(self.etcd, self.cluster)
         except EtcdError as e:
             log.warning("reading the invokers: %s", e)
             return
-        records = {}
-        for k, v in kvs.items():
-            try:
-                records[invoker_of_record_key(self.cluster, k).instance] = ResourceRecord.from_json(
-                    v
-                )
-            except ValueError as e:
-                log.warning("etcd key %s: %s", k, e)
-        self._records = records
+        self._records = {invoker.instance: record for invoker, record in records.items()}
 
     def _on_ack(self, ack: CreationAck) -> None:
         for q in self._queues.values():
