@@ -11,7 +11,8 @@ backend must:
   :meth:`Container.assign_cores` (one core under the scheduling policies, all action cores
   under the ``openwhisk`` baseline);
 - take a CPU weight (:meth:`Container.set_cpu_weight`) that the kernel enforces among the
-  containers sharing a core;
+  containers sharing a core (and say whether it ranks them against the invoker's own
+  process too: :attr:`ContainerBackend.weights_among_calls`);
 - give each container its own working directory and ``/tmp``;
 - keep the runtime's stdout/stderr as timestamped lines, so :meth:`Container.read_logs` can
   return one activation's lines up to the sentinels;
@@ -160,6 +161,14 @@ class Container(Protocol):
 
 class ContainerBackend(Protocol):
     name: str
+
+    @property
+    def weights_among_calls(self) -> bool:
+        """Whether the containers' CPU weights rank them among themselves only, the
+        containers as a whole weighing against the invoker's process as one (a cgroup of
+        their own, as Docker's ``/docker``); if not, a top-weight call outweighs the
+        invoker's threads on a core they share (known after :meth:`start`)."""
+        ...
 
     def supports(self, kind: str) -> bool:
         """Whether this backend can run actions of this resolved kind."""

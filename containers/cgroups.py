@@ -6,6 +6,14 @@ delegated can be found. Container cgroups are created *under the invoker's own c
 so the invoker's own limits still bound them, and are named after the container, which
 carries the invoker's name prefix, so leftovers of a crashed invoker can be found.
 
+Their CPU side (v1 ``cpu``; v2's one directory) goes in one group of this backend's, the
+**calls group** ``<prefix>-calls``, at the default weight, as Docker puts its containers under
+``/docker``: a call's weight then ranks it among the calls only. Side by side with the
+invoker's own process, a container at the top weight (10 000, 102 400 v1 shares) left the
+invoker's thread 1 % of a core it shared with it, and so every weight write and every call's
+start waited behind the calls being ordered. The backend creates the group before its
+zygote and removes it at close; a killed run's is reused by the next.
+
 Each container cgroup gets ``memory.limit_in_bytes`` (+ ``memory.memsw.limit_in_bytes``, so no
 swap either) or ``memory.max`` + ``memory.swap.max``, and ``cpu.shares`` / ``cpu.weight`` when
 asked. The zygote creates, names and limits them (it forks children into spare cgroups ahead
@@ -115,7 +123,8 @@ def process_dirs(pid: int) -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class CgroupSupport:
-    """Where container cgroups go, or why there are none (``version == 0``)."""
+    """Where container cgroups go, or why there are none (``version == 0``). ``cpu_parent``
+    (v1) and ``memory_parent`` (v2) are the calls group, made by :func:`make_calls_group`."""
 
     version: int
     memory_parent: Path | None = None
@@ -125,6 +134,45 @@ class CgroupSupport:
     @property
     def usable(self) -> bool:
         return self.version in (1, 2)
+
+    @property
+    def calls_group(self) -> Path | None:
+        """The group that holds the containers' CPU cgroups, if any."""
+        return self.memory_parent if self.version == 2 else self.cpu_parent
+
+
+def calls_group_name(name_prefix: str) -> str:
+    """Never a container's name: those are ``<prefix>_...``."""
+    return f"{name_prefix}-calls"
+
+
+def make_calls_group(support: CgroupSupport) -> None:
+    """Create the calls group (kept if a killed run left it), its controllers delegated to
+    the containers (v2). Raises OSError."""
+    group = support.calls_group
+    if group is None:
+        return
+    os.makedirs(group, exist_ok=True)
+    if support.version == 2:
+        wanted = ["memory"] + (["cpu"] if support.cpu_parent is not None else [])
+        enabled = (group / "cgroup.subtree_control").read_text().split()
+        missing = " ".join(f"+{c}" for c in wanted if c not in enabled)
+        if missing:
+            (group / "cgroup.subtree_control").write_text(missing)
+
+
+def remove_calls_group(support: CgroupSupport) -> bool:
+    """Remove the calls group; False while a container cgroup is still in it."""
+    group = support.calls_group
+    if group is None:
+        return True
+    try:
+        os.rmdir(group)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def probe(name_prefix: str) -> CgroupSupport:
@@ -147,7 +195,7 @@ def probe(name_prefix: str) -> CgroupSupport:
                 try:
                     os.mkdir(cpu_dir / test_name)
                     os.rmdir(cpu_dir / test_name)
-                    cpu_parent = cpu_dir
+                    cpu_parent = cpu_dir / calls_group_name(name_prefix)
                 except OSError:
                     pass
             return CgroupSupport(1, parent, cpu_parent)
@@ -161,8 +209,8 @@ def probe(name_prefix: str) -> CgroupSupport:
                 if "memory" not in subtree:
                     raise OSError(errno.ENOTSUP, "memory controller not delegated")
                 _try_v2(parent / test_name)
-                cpu = parent if "cpu" in subtree else None
-                return CgroupSupport(2, parent, cpu)
+                group = parent / calls_group_name(name_prefix)
+                return CgroupSupport(2, group, group if "cpu" in subtree else None)
             except OSError as e:
                 reasons.append(f"cgroup v2 at {parent}: {e}")
     return CgroupSupport(0, reason="; ".join(reasons) or "no cgroup memory controller mounted")
@@ -289,24 +337,29 @@ class ContainerCgroup:
 
 
 def find_leftovers(support: CgroupSupport, name_prefix: str) -> list[ContainerCgroup]:
-    """Cgroups under this backend's parents whose names carry the prefix."""
+    """Cgroups whose names carry the prefix: in this backend's parents, and (left by a run
+    from before the calls group) beside the calls group."""
     if not support.usable or support.memory_parent is None:
         return []
-    found: dict[str, ContainerCgroup] = {}
     start = name_prefix + "_"
-    for parent in (support.memory_parent, support.cpu_parent):
-        if parent is None:
-            continue
-        try:
-            names = [e.name for e in os.scandir(parent) if e.is_dir() and e.name.startswith(start)]
-        except OSError:
-            continue
-        for n in names:
-            if n not in found:
-                cpu = (
-                    support.cpu_parent / n if support.cpu_parent and support.version == 1 else None
-                )
-                if cpu is not None and not cpu.exists():
-                    cpu = None
-                found[n] = ContainerCgroup(support.version, support.memory_parent / n, cpu)
-    return list(found.values())
+
+    def named(parents: list[Path]) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for parent in parents:
+            try:
+                entries = [e for e in os.scandir(parent) if e.is_dir()]
+            except OSError:
+                continue
+            found.update((e.name, Path(e.path)) for e in entries if e.name.startswith(start))
+        return found
+
+    group = support.calls_group
+    if support.version == 2:
+        parents = [group.parent, group] if group is not None else [support.memory_parent]
+        return [ContainerCgroup(2, path) for path in named(parents).values()]
+    memory = named([support.memory_parent])
+    cpu = named([group.parent, group]) if group is not None else {}
+    return [
+        ContainerCgroup(1, memory.get(n, support.memory_parent / n), cpu.get(n))
+        for n in dict.fromkeys([*memory, *cpu])
+    ]

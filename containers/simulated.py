@@ -380,6 +380,7 @@ class SimulatedBackend:
     ``footprint_mb`` of memory (None: not measurable, so the pool counts it at its limit)."""
 
     name = "simulated"
+    weights_among_calls = True  # the simulated CPU shares among the calls only
 
     def __init__(
         self,

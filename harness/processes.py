@@ -282,6 +282,7 @@ def remove_container_cgroups(prefix: str, timeout_s: float = 10.0) -> list[str]:
             cg.kill_all()
         left = [cg for cg in left if not cg.remove()]
         if not left:
+            cgroups.remove_calls_group(support)
             break
         time.sleep(0.1)
     return [cg.memory.name for cg in left]

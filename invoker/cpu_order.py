@@ -50,15 +50,19 @@ TICKS_TO_MEASURE = 10  # ... and this many of its counters' ticks (from /proc: 1
 STARVED_S = 0.01  # a call that got less CPU than this since the last pass was starved
 
 
-def shared_cores_warning(action_cores: Iterable[int], usable: Iterable[int]) -> str | None:
-    """What to tell an operator who gives an attained-service order every core, or None."""
-    if not set(usable) <= set(action_cores):
+def shared_cores_warning(
+    action_cores: Iterable[int], usable: Iterable[int], weights_among_calls: bool
+) -> str | None:
+    """What to tell an operator whose attained-service order weighs calls against the
+    invoker on every core, or None."""
+    if weights_among_calls or not set(usable) <= set(action_cores):
         return None
     return (
-        "every core is an action core: the CPU order gives a top-ranked call 100x the CPU "
-        "weight of a plain process, so the invoker's own work (and each call's start, "
-        "which waits for its ranking) waits behind the calls it orders; leave the "
-        "invoker a core (--action-cores)"
+        "every core is an action core and this backend weighs the calls against the "
+        "invoker's own process (Docker's cgroup parent, or nice values without cpu "
+        "cgroups): a top-ranked call gets 100x its CPU weight, so the invoker's own work "
+        "(and each call's start, which waits for its ranking) waits behind the calls it "
+        "orders; leave the invoker a core (--action-cores)"
     )
 
 

@@ -417,6 +417,9 @@ class DockerBackend:
     and ``max_concurrent_creates`` (the reference runs at most 10 ``docker run`` at once)."""
 
     name = "docker"
+    # The engine's cgroup parent holds the action containers and, on a stock deployment,
+    # the invoker's own container too.
+    weights_among_calls = False
 
     def __init__(
         self,

@@ -585,6 +585,11 @@ class ProcessBackend:
 
     # -- ContainerBackend --------------------------------------------------------------------
 
+    @property
+    def weights_among_calls(self) -> bool:
+        """In the calls group (:mod:`containers.cgroups`); not when weights are nice values."""
+        return self.cgroup_support.calls_group is not None
+
     def supports(self, kind: str) -> bool:
         family = _family(kind)
         return family == "python" or (family == "nodejs" and self.node is not None)
@@ -741,6 +746,8 @@ class ProcessBackend:
             found.setdefault(cg.memory, cg)
             removed.add(cg.memory.name)
         await self._remove_cgroups(list(found.values()))
+        if zygote is None and not self._busy:  # a clean-up, not a running backend's
+            cgroups.remove_calls_group(self.cgroup_support)
         spares = (f"{self.name_prefix}_spare_", f"{self.name_prefix}_probe_")
         return sum(1 for name in removed if not name.startswith(spares))
 
@@ -815,6 +822,8 @@ class ProcessBackend:
             await zygote.stop()
             await self._remove_spares_of(zygote)  # their cgroups outlived them, at every close
         await self._last_reap()
+        if not self._busy and not cgroups.remove_calls_group(self.cgroup_support):
+            log.warning("the calls' cgroup %s is not empty; left", self.cgroup_support.calls_group)
         self.log_watcher.close()
         if self.sandbox:
             for d in (self._socket_dir(), self._sandbox_dir()):
@@ -953,6 +962,10 @@ class ProcessBackend:
             ]  # fmt: skip
             cg = self.cgroup_support
             if cg.usable and cg.memory_parent is not None:
+                try:
+                    await asyncio.to_thread(cgroups.make_calls_group, cg)
+                except OSError as e:
+                    raise ContainerError(f"cannot create the calls' cgroup: {e}") from e
                 argv += [
                     "--cgroup-version",
                     str(cg.version),

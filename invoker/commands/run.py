@@ -48,11 +48,15 @@ async def serve(cfg: configuration.InvokerConfig, shutdown_deadline: float = 30.
     for db in (cfg.whisks_db, cfg.activations_db):
         await store.ensure_db(db)
     invoker = build_invoker(cfg, bus=bus, store=store, clock=SystemClock())
+    await invoker.start()
     if invoker.cpu_order is not None and (
-        said := shared_cores_warning(cfg.action_cores, configuration.available_cores())
+        said := shared_cores_warning(
+            cfg.action_cores,
+            configuration.available_cores(),
+            invoker.pool.backend.weights_among_calls,
+        )
     ):
         log.warning(said)
-    await invoker.start()
     admin = await serve_admin(invoker, cfg.admin_host, cfg.admin_port, admin_tls)
     scheme = "https" if admin_tls else "http"
     log.info("admin API on %s://%s:%d", scheme, cfg.admin_host, cfg.admin_port)

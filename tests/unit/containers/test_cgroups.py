@@ -68,14 +68,55 @@ def test_container_cgroup_reads_files(tmp_path: Path) -> None:
 
 def test_find_leftovers_matches_the_prefix_only(tmp_path: Path) -> None:
     mem, cpu = tmp_path / "memory", tmp_path / "cpu"
-    for name in ("wsk0_1_guest_a", "wsk0_spare_9_1", "wsk01_2_guest_b", "other"):
+    group = cpu / cgroups.calls_group_name("wsk0")
+    for name in ("wsk0_1_guest_a", "wsk0_spare_9_1", "wsk0_0_old", "wsk01_2_guest_b", "other"):
         (mem / name).mkdir(parents=True)
-    (cpu / "wsk0_1_guest_a").mkdir(parents=True)
-    support = cgroups.CgroupSupport(1, mem, cpu)
+    (group / "wsk0_1_guest_a").mkdir(parents=True)
+    (cpu / "wsk0_0_old").mkdir()  # beside the group: left by a run from before it
+    support = cgroups.CgroupSupport(1, mem, group)
     found = {cg.memory.name: cg for cg in cgroups.find_leftovers(support, "wsk0")}
-    assert set(found) == {"wsk0_1_guest_a", "wsk0_spare_9_1"}
-    assert found["wsk0_1_guest_a"].cpu == cpu / "wsk0_1_guest_a"
+    assert set(found) == {"wsk0_1_guest_a", "wsk0_spare_9_1", "wsk0_0_old"}
+    assert found["wsk0_1_guest_a"].cpu == group / "wsk0_1_guest_a"
+    assert found["wsk0_0_old"].cpu == cpu / "wsk0_0_old"
     assert found["wsk0_spare_9_1"].cpu is None
+
+
+def test_v2_leftovers_are_found_in_the_calls_group_and_beside_it(tmp_path: Path) -> None:
+    group = tmp_path / cgroups.calls_group_name("wsk0")
+    (group / "wsk0_1_guest_a").mkdir(parents=True)
+    (tmp_path / "wsk0_0_old").mkdir()
+    (tmp_path / "wsk01_0_other").mkdir()
+    support = cgroups.CgroupSupport(2, group, group)
+    found = {cg.memory for cg in cgroups.find_leftovers(support, "wsk0")}
+    assert found == {tmp_path / "wsk0_0_old", group / "wsk0_1_guest_a"}
+
+
+def test_the_calls_group_delegates_its_controllers_on_v2_and_goes_once_empty(
+    tmp_path: Path,
+) -> None:
+    """On v2 the group's children get memory (and cpu) only if the group enables them;
+    v1's hierarchies need no more than the directory. A directory tree stands in for the
+    cgroup file system: the kernel's side is tried by the process backend's tests."""
+    group = tmp_path / cgroups.calls_group_name("wsk0")
+    support = cgroups.CgroupSupport(2, group, group)
+    group.mkdir()
+    (group / "cgroup.subtree_control").write_text("")
+    cgroups.make_calls_group(support)
+    assert (group / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    (group / "cgroup.subtree_control").write_text("memory cpu")
+    cgroups.make_calls_group(support)  # a killed run's, already delegated: left as it is
+    assert (group / "cgroup.subtree_control").read_text() == "memory cpu"
+    (group / "cgroup.subtree_control").unlink()
+    (group / "wsk0_1_guest_a").mkdir()
+    assert not cgroups.remove_calls_group(support), "a container's cgroup is still in it"
+    (group / "wsk0_1_guest_a").rmdir()
+    assert cgroups.remove_calls_group(support)
+    assert not group.exists()
+    assert cgroups.remove_calls_group(support), "gone already"
+    v1 = cgroups.CgroupSupport(1, tmp_path / "memory", tmp_path / "cpu" / "wsk0-calls")
+    cgroups.make_calls_group(v1)
+    assert v1.calls_group is not None and v1.calls_group.is_dir()
+    assert cgroups.CgroupSupport(1, tmp_path / "memory").calls_group is None  # no cpu
 
 
 def test_probe_reports_something() -> None:
