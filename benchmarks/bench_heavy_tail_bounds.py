@@ -6,6 +6,7 @@ models beside the service's `openwhisk`, `fc` and `gittins` in the simulator.
     python benchmarks/bench_heavy_tail_bounds.py --policy gittins --policy gittins-aged
     python benchmarks/bench_heavy_tail_bounds.py --first-seed 6 --policy gittins-aged  # held out
     python benchmarks/bench_heavy_tail_bounds.py --memory-mb 2048 --policy gittins-aged
+    python benchmarks/bench_heavy_tail_bounds.py --small-node --policy gittins-aged
 
 The slices are ``bench_heavy_tail.py``'s (16 functions of the Azure 2019 sample, 20 minutes,
 durations capped at 60 s, 256 MB each, cores for an offered load of about 0.9 and 1.1), and
@@ -45,6 +46,11 @@ waiting calls start is free (no cold start either):
   on the same slice starts first, the longest waiting first: the p99 that arrival order
   gives, with SJF's order below it (clairvoyant twice: durations, and that p99).
 
+With ``--small-node``, small nodes instead: per seed, 8 functions drawn from 10 minutes of
+the evening (minute 1200, durations capped at 20 s: ``bench_policies_live.py``'s family),
+on 1, 2 and 3 cores, the arrivals compressed to an offered load of 0.9 and 1.1 (the slice's
+own traffic would leave a core mostly idle).
+
 Prints, per slice, mean R, p99 R, mean stretch, the ratios of issue 27's goal (mean and
 p99 to the better of ``openwhisk`` and ``fc``, stretch to ``openwhisk``'s) and issue 40's
 distance to what the past alone gives (mean R to ``Gittins-past``'s). Deterministic.
@@ -60,14 +66,15 @@ import logging
 import math
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_heavy_tail import heavy_tail_slice
 
-from invoker.azure import read_azure2019
+from invoker.azure import AzureFunction, SliceSpec, draw_slice, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
 from invoker.workloads import TraceCall
 from policies.attained import DurationHistory
@@ -203,6 +210,30 @@ def figures(calls: list[TraceCall], response: list[float]) -> tuple[float, float
     return statistics.fmean(response), percentile(sorted(response), 99), statistics.fmean(stretch)
 
 
+def small_node_slices(
+    functions: list[AzureFunction], seed: int
+) -> Iterator[tuple[list[TraceCall], int]]:
+    """``--small-node``'s slices of this seed: the same calls on 1, 2 and 3 cores at each
+    load, the arrivals compressed to reach it."""
+    spec = SliceSpec(functions=8, start_minute=1200, minutes=10, max_duration_s=20.0, seed=seed)
+    calls = [replace(c, memory_mb=CONTAINER_MB) for c in draw_slice(functions, spec)]
+    work = sum(c.duration_s for c in calls) / (60.0 * spec.minutes)
+    for cores in (1, 2, 3):
+        for load in LOADS:
+            scale = work / (cores * load)
+            yield [replace(c, arrival_s=c.arrival_s * scale) for c in calls], cores
+
+
+def heavy_tail_slices(
+    functions: list[AzureFunction], seed: int
+) -> Iterator[tuple[list[TraceCall], int]]:
+    """``bench_heavy_tail.py``'s slice of this seed, on the cores for each load."""
+    calls = heavy_tail_slice(functions, seed)
+    work = sum(c.duration_s for c in calls) / max(c.arrival_s for c in calls)
+    for load in LOADS:
+        yield calls, max(1, round(work / load))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="slices, seeded 1..N (default 5)")
@@ -220,8 +251,12 @@ def main() -> None:
     parser.add_argument(
         "--memory-mb", type=int, default=32768, help="the node's user memory (default 32768)"
     )
+    parser.add_argument(
+        "--small-node", action="store_true", help="1 to 3 cores, 8 functions (see above)"
+    )
     args = parser.parse_args()
     policies = ["openwhisk", "fc", *(args.policy or ["gittins"])]
+    slices = small_node_slices if args.small_node else heavy_tail_slices
     logging.basicConfig(level=logging.CRITICAL)
     functions = read_azure2019(SAMPLE)
     print(
@@ -229,11 +264,8 @@ def main() -> None:
         f"{'R/best':>7} {'p99/best':>8} {'S/ow':>6} {'R/G-past':>8}"
     )
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        calls = heavy_tail_slice(functions, seed)
-        span = max(c.arrival_s for c in calls)
-        work = sum(c.duration_s for c in calls) / span
-        for load in LOADS:
-            cores = max(1, round(work / load))
+        for calls, cores in slices(functions, seed):
+            work = sum(c.duration_s for c in calls) / max(c.arrival_s for c in calls)
             rows: dict[str, tuple[float, float, float]] = {}
             settings = SimulationSettings(cores=cores, user_memory_mb=args.memory_mb)
             for policy in dict.fromkeys(policies):
