@@ -90,7 +90,7 @@ def ours(b: ProcessBackend) -> list[str]:
 
 SPIN_FOR_WALL = """
 import os, sys, time
-os.sched_setaffinity(0, {int(sys.argv[1])})
+os.sched_setaffinity(0, [int(sys.argv[1])])
 end = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     pass
