@@ -12,10 +12,12 @@ that revision's containers.
 
 Its decisions are deliberately plain (one more container for each call that no fetch or
 creation is about to take, up to ``max_containers`` a queue, on the invoker with the most
-free memory); upstream's scheduling decision maker weighs durations and throttles, which no
-test here depends on. A creation that fails leaves the queue's calls waiting for the next
-try (each tick), as upstream retries; it does not fail them. When etcd, CouchDB or Kafka
-fails it logs the error and goes on (an arrival it was handling then is dropped).
+free memory; for ``warm_grace_s`` after calls start to wait, each alive container counts as
+about to fetch one, as it is between fetches while it reports its last call); upstream's
+scheduling decision maker weighs durations and throttles, which no test here depends on. A
+creation that fails leaves the queue's calls waiting for the next try (each tick), as
+upstream retries; it does not fail them. When etcd, CouchDB or Kafka fails it logs the error
+and goes on (an arrival it was handling then is dropped).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class _Queue:
     metadata: dict[str, Any]
     creating: dict[str, int] = field(default_factory=dict)  # creation id -> invoker
     invokers: set[int] = field(default_factory=set)  # asked for a container of it, ever
+    waiting_since: float | None = None  # when its calls last started to wait
 
     @property
     def memory_mb(self) -> int:
@@ -81,6 +84,7 @@ class QueueProvisioner:
     cluster: str = "whisk"
     max_containers: int = 16  # a queue's containers, alive and being made
     tick_s: float = 0.1
+    warm_grace_s: float = 1.0  # how long a backlog waits for the alive containers' fetches
     creations: int = 0  # asked for in all: what a test checks
     deletions: list[tuple[str, str | None]] = field(default_factory=list)  # (docid, revision)
     _queues: dict[QueueKey, _Queue] = field(default_factory=dict)
@@ -199,7 +203,15 @@ class QueueProvisioner:
             and (c.invocation_namespace, f"{c.fqn['path']}/{c.fqn['name']}", c.revision) == key
             for c in s.seen.values()
         )
-        wanted = backlog - len(q.creating)
+        now = asyncio.get_running_loop().time()
+        if not backlog:
+            q.waiting_since = None
+        elif q.waiting_since is None:
+            q.waiting_since = now
+        # A container that just ran a call fetches the next once it has reported that one: a
+        # call arriving meanwhile waited for it, not for a new container (a cold second call).
+        in_grace = q.waiting_since is not None and now - q.waiting_since < self.warm_grace_s
+        wanted = backlog - len(q.creating) - (alive if in_grace else 0)
         while wanted > 0 and alive + len(q.creating) < self.max_containers:
             invoker = self._choose(q.memory_mb)
             if invoker is None:
