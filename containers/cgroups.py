@@ -353,12 +353,11 @@ def find_leftovers(support: CgroupSupport, name_prefix: str) -> list[ContainerCg
             found.update((e.name, Path(e.path)) for e in entries if e.name.startswith(start))
         return found
 
-    group = support.calls_group
-    if support.version == 2:
-        parents = [group.parent, group] if group is not None else [support.memory_parent]
-        return [ContainerCgroup(2, path) for path in named(parents).values()]
+    if support.version == 2:  # the memory parent is the calls group
+        group = support.memory_parent
+        return [ContainerCgroup(2, path) for path in named([group.parent, group]).values()]
     memory = named([support.memory_parent])
-    cpu = named([group.parent, group]) if group is not None else {}
+    cpu = named([support.cpu_parent.parent, support.cpu_parent]) if support.cpu_parent else {}
     return [
         ContainerCgroup(1, memory.get(n, support.memory_parent / n), cpu.get(n))
         for n in dict.fromkeys([*memory, *cpu])
