@@ -140,7 +140,7 @@ async def test_actions_run_cold_then_warm_and_the_front_reads_the_deployment_fro
         assert first[1]["response"]["result"] == second[1]["response"]["result"] == result
         assert cold(first[1]) and not cold(second[1]), name
     # Made by the scheduler's queue; at least one an action (the stand-in asks for one more
-    # when a call waits while its container is between fetches, as on a loaded machine).
+    # when a call waits past its graces for a container's fetch, as on a loaded machine).
     assert scheduler.creations >= 2
     # A non-blocking call: its record is stored, no result waited for.
     status, body = await api.call("POST", f"{NS}/actions/py", json={"y": 2})
