@@ -91,6 +91,18 @@ def parse_mountinfo(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def cgroup_hierarchies(mountinfo: str) -> list[tuple[Path, str]]:
+    """Every cgroup hierarchy mounted (v1 and v2, named ones too), once each however often
+    it is mounted: (mount point, the hierarchy's path at that mount point)."""
+    found: dict[str, tuple[Path, str]] = {}
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if sep and len(fields) >= 5 and rfields[:1] in (["cgroup"], ["cgroup2"]):
+            found.setdefault(fields[2], (Path(_unescape(fields[4])), _unescape(fields[3])))
+    return list(found.values())
+
+
 def _unescape(path: str) -> str:
     return (
         path.replace("\\040", " ")

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from containers.docker.calls_group import remove_calls_group
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 CACHE = Path(os.environ.get("OW_CACHE_DIR", ROOT / ".cache"))
@@ -362,6 +364,21 @@ class ToxiproxyService(ManagedService):
 
 
 # ------------------------------------------------------------------------------------------
+CGROUP_PARENT = "{{.HostConfig.CgroupParent}}"
+
+
+def calls_groups(inspected: subprocess.CompletedProcess[str]) -> set[str]:
+    """The Docker backend's calls groups (containers.docker.calls_group) among the cgroup
+    parents ``inspect --format CGROUP_PARENT`` printed: a killed invoker leaves its group
+    to the engine's containers, which the tests' engines remove."""
+    return {p for p in inspected.stdout.split() if p.startswith("/") and p.endswith("-calls")}
+
+
+def remove_calls_groups(groups: set[str]) -> None:
+    for group in groups:
+        remove_calls_group(group)
+
+
 class PodmanService(ManagedService):
     """Podman's Docker-compatible API on a unix socket (`docker_host` is "unix://...")."""
 
@@ -426,7 +443,9 @@ class PodmanService(ManagedService):
         label = label or self.container_label
         ids = self._podman("ps", "-aq", "--filter", f"label={label}").stdout.split()
         if ids:
+            groups = calls_groups(self._podman("inspect", "--format", CGROUP_PARENT, *ids))
             self._podman("rm", "-f", "-t", "0", *ids)
+            remove_calls_groups(groups)
 
     def setup(self) -> None:
         self.check_installed()
@@ -516,7 +535,9 @@ class DockerService(ManagedService):
             return
         ids = self._docker("ps", "-aq", "--filter", f"label={label}").stdout.split()
         if ids:
+            groups = calls_groups(self._docker("inspect", "--format", CGROUP_PARENT, *ids))
             self._docker("rm", "-f", *ids)
+            remove_calls_groups(groups)
 
     def setup(self) -> None:
         self.check_installed()

@@ -59,8 +59,9 @@ def shared_cores_warning(
         return None
     return (
         "every core is an action core and this backend weighs the calls against the "
-        "invoker's own process (Docker's cgroup parent, or nice values without cpu "
-        "cgroups): a top-ranked call gets 100x its CPU weight, so the invoker's own work "
+        "invoker's own process (the engine's cgroup parent where Docker's containers have "
+        "no group of their own, or nice values without cpu cgroups; the start log says "
+        "why): a top-ranked call gets 100x its CPU weight, so the invoker's own work "
         "(and each call's start, which waits for its ranking) waits behind the calls it "
         "orders; leave the invoker a core (--action-cores)"
     )

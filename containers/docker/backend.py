@@ -30,6 +30,9 @@ What the stock invoker does with ``docker run`` (spec 3.2), done with Engine API
   else.
 - **one CPU per call**: :meth:`DockerContainer.assign_cores` sets the cpuset and a CPU quota
   of as many CPUs (``update`` endpoint; see the engine module for Podman's fallbacks).
+- **the calls group**: where the backend could remove it, ``CgroupParent`` is
+  ``/<prefix>-calls`` (:mod:`containers.docker.calls_group`), so that the calls' CPU weights
+  rank them among themselves and not against the invoker's container; removed at close.
 - **pause/resume** with the engine's pause (cgroup freezer); **destroy** = unpause if paused,
   then force remove.
 - **logs** cut at the sentinels from the engine's log file when it is local and readable
@@ -81,6 +84,7 @@ from containers.cpu import (
     threads_of,
     threads_waited_seconds,
 )
+from containers.docker.calls_group import calls_group_parent, remove_calls_group
 from containers.docker.engine import Engine, EngineError, image_tag
 from containers.docker.logs import EngineLog, JsonLogFile, k8s_to_json
 from containers.docker.netns import (
@@ -417,9 +421,6 @@ class DockerBackend:
     and ``max_concurrent_creates`` (the reference runs at most 10 ``docker run`` at once)."""
 
     name = "docker"
-    # The engine's cgroup parent holds the action containers and, on a stock deployment,
-    # the invoker's own container too.
-    weights_among_calls = False
 
     def __init__(
         self,
@@ -478,6 +479,8 @@ class DockerBackend:
         self._discards: set[asyncio.Task[None]] = set()
         self._closed = False
         self._network_checked = False
+        self._calls_group: str | None = None  # the containers' CgroupParent (calls_group)
+        self._calls_group_checked = False
 
     # -- ContainerBackend --------------------------------------------------------------------
 
@@ -495,6 +498,35 @@ class DockerBackend:
         if not self._network_checked:
             self._network_checked = True
             await self._warn_if_shared_network()
+        if not self._calls_group_checked:
+            await self._choose_calls_group()
+
+    @property
+    def weights_among_calls(self) -> bool:
+        """With a calls group (:mod:`containers.docker.calls_group`); without one the
+        engine's parent holds the containers and, on a stock deployment, the invoker's."""
+        return self._calls_group is not None
+
+    async def _choose_calls_group(self) -> None:
+        try:
+            driver = await self.engine.cgroup_driver()
+        except EngineError as e:
+            raise ContainerError(f"asking the engine for its cgroup driver: {e}") from e
+        self._calls_group_checked = True
+        parent, why_not = await asyncio.to_thread(
+            calls_group_parent, self.name_prefix, driver, is_local_engine(self.docker_host)
+        )
+        self._calls_group = parent
+        if parent:
+            log.info("action containers' cgroups go in %s, the calls group", parent)
+        else:
+            log.info("action containers' cgroups stay in the engine's parent: %s", why_not)
+
+    async def _remove_calls_group(self) -> None:
+        """Once the containers are gone."""
+        group = self._calls_group
+        if group is not None and not await asyncio.to_thread(remove_calls_group, group):
+            log.warning("the calls' cgroup %s still holds processes; left", group)
 
     def _check_netns_possible(self) -> None:
         """Fail at start, not at every create, where ``reach="netns"`` cannot work."""
@@ -597,6 +629,8 @@ class DockerBackend:
         finally:
             if self._closed:  # asked after close(): leave no connection behind
                 await self.engine.close()
+        if self._closed:
+            await self._remove_calls_group()
         return len(removed | {str(c["Id"]) for c in mine})
 
     async def close(self) -> None:
@@ -612,6 +646,7 @@ class DockerBackend:
                 await asyncio.gather(*(self._remove_leftover(c) for c in found if self._owns(c)))
         await self.engine.close()
         self.log_watcher.close()
+        await self._remove_calls_group()
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -657,6 +692,8 @@ class DockerBackend:
         env = [f"{k}={v}" for k, v in spec.env.items()]
         if spec.cpu_shares is not None:
             host["CpuShares"] = spec.cpu_shares
+        if self._calls_group:
+            host["CgroupParent"] = self._calls_group
         if self.reach == "host":
             if port is None:
                 raise ValueError('reach="host" needs a port per container')

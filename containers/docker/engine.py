@@ -193,6 +193,11 @@ class Engine:
             if e.status != 404:
                 raise
 
+    async def cgroup_driver(self) -> str:
+        """The engine's ``CgroupDriver`` (``cgroupfs``, ``systemd``; "" if it names none)."""
+        info = await self._call("info", self._json("info"), INSPECT_TIMEOUT_S)
+        return str(info.get("CgroupDriver") or "")
+
     async def list(self, label: str) -> list[dict[str, Any]]:
         """All containers (running or not) carrying ``label`` (``key`` or ``key=value``)."""
         filters = json.dumps({"label": [label]})

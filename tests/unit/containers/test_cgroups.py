@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from containers import cgroups
+from containers.docker.calls_group import calls_group_parent
 from containers.process.backend import nice_of
 
 HYBRID_CGROUP = """\
@@ -38,6 +39,28 @@ def test_parse_mountinfo() -> None:
     assert mounts["cpu"] == ("/sys/fs/cgroup/cpu,cpuacct", "/")
     assert mounts[""] == ("/sys/fs/cgroup/unified", "/")
     assert mounts["pids"] == ("/sys/fs/cgroup/pids", "/docker/xyz")
+
+
+def test_cgroup_hierarchies_are_every_cgroup_mount_once_with_its_root() -> None:
+    twice = MOUNTINFO + "31 30 0:23 / /mnt/memory\\040again rw - cgroup cgroup rw,memory\n"
+    twice += "32 25 0:26 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
+    assert cgroups.cgroup_hierarchies(twice) == [
+        (Path("/sys/fs/cgroup/memory"), "/"),
+        (Path("/sys/fs/cgroup/cpu,cpuacct"), "/"),
+        (Path("/sys/fs/cgroup/unified"), "/"),
+        (Path("/sys/fs/cgroup/pids"), "/docker/xyz"),  # a container's part only
+        (Path("/sys/fs/cgroup/systemd"), "/"),  # named hierarchies too: engines use them
+    ]
+
+
+def test_the_docker_calls_group_needs_a_local_cgroupfs_engine() -> None:
+    """Where the backend could not remove the group it leaves the engine's parent alone."""
+    remote = calls_group_parent("wsk0", "cgroupfs", local=False)
+    systemd = calls_group_parent("wsk0", "systemd", local=True)
+    unknown = calls_group_parent("wsk0", "", local=True)
+    assert remote == (None, "the engine is not on this host: its cgroups are not ours to remove")
+    assert systemd == (None, "the engine's cgroup driver is systemd, not cgroupfs")
+    assert unknown == (None, "the engine's cgroup driver is unknown, not cgroupfs")
 
 
 def test_own_dir_strips_the_mount_root() -> None:
