@@ -31,7 +31,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, STATE, exclusive_machine, percentile
+from common import LABEL, exclusive_machine, percentile, start_engines
 
 from containers.backend import ContainerSpec
 from containers.docker.backend import DockerBackend
@@ -49,7 +48,6 @@ from containers.docker.engine import Engine
 from containers.docker.local import BINDS, local_images
 from containers.process.backend import ProcessBackend
 
-LABEL = "ow-invoker-bench"
 PY_CODE = (
     "def main(args):\n    print('hi')\n    return {'greeting': 'Hello ' + args.get('name', 'x')}\n"
 )
@@ -151,44 +149,6 @@ async def timed(call: Awaitable[Any]) -> float:
     t0 = time.perf_counter()
     await call
     return time.perf_counter() - t0
-
-
-def start_engines(names: list[str]) -> tuple[dict[str, str], Callable[[], None]]:
-    """dockerd and/or Podman under .state/bench (the project's service classes), images built."""
-    from harness.services import DockerService, PodmanService
-
-    started: list[Any] = []
-
-    def stop() -> None:
-        for svc in reversed(started):
-            svc.remove_containers(LABEL)
-            svc.teardown()
-
-    hosts = {}
-    try:
-        for name in names:
-            svc = DockerService(STATE) if name == "docker" else PodmanService(STATE)
-            svc.setup()
-            started.append(svc)
-            build_images(name, svc.docker_host)
-            hosts[name] = svc.docker_host
-    except BaseException:
-        stop()
-        raise
-    return hosts, stop
-
-
-def build_images(engine: str, host: str) -> None:
-    env = {**os.environ, "OW_ENGINE": engine, "DOCKER_HOST": host}
-    proc = subprocess.run(
-        [str(ROOT / "scripts" / "runtime-images.sh")],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    if proc.returncode != 0:
-        sys.exit(f"scripts/runtime-images.sh failed:\n{proc.stdout}{proc.stderr}")
 
 
 async def bridge_network(host: str) -> tuple[str, Callable[[], Awaitable[None]]]:

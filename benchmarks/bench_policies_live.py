@@ -1,6 +1,7 @@
 """Live policy experiment: the paper's protocol on the real service.
 
-Real Kafka, the real CouchDB-API server, process containers, and real action code: one
+Real Kafka, the real CouchDB-API server, process containers (``--backend docker``: the
+Docker backend on the project's dockerd; ``podman``: on Podman), and real action code: one
 CPU-bound action per function of the SeBS mix, burning that function's one-core service time
 (scaled by ``--scale``). For each policy (FIFO, SEPT, EECT, RECT, FC and the stock
 ``openwhisk`` baseline) a fresh invoker gets the same seeded call sequence, spread uniformly
@@ -33,10 +34,14 @@ import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from common import kafka_and_couchdb
+from common import LABEL, kafka_and_couchdb, start_engines
 
+from containers.docker.backend import DockerBackend
+from containers.docker.local import BINDS, local_images
 from harness.controller import running_invoker
 from invoker.azure import SliceSpec, draw_slice, read_azure2019
 from invoker.simulate import SimulationSettings, simulate
@@ -75,11 +80,19 @@ def action_name(fn: str) -> str:
 async def run_policy(
     policy: str, args, kafka, couch, trace, mix, sleeping=frozenset()
 ) -> tuple[dict, dict]:
+    backend = None
+    if args.engine_host:  # the local runtime images, each container in a namespace of its own
+        labels = {LABEL: "1"}
+        backend = DockerBackend(
+            args.engine_host, "wskbench", images=local_images(), binds=BINDS, labels=labels,
+            network="none",
+        )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         async with running_invoker(
             kafka,
             couch,
             Path(tmp),
+            backend,
             policy=policy,
             action_cores=args.cores,
             user_memory_mb=args.memory_mb,
@@ -127,6 +140,19 @@ async def run_policy(
     return summary, idle
 
 
+@contextmanager
+def engine(backend: str) -> Iterator[str | None]:
+    """The Docker backend's engine, started for the run; None for the process backend."""
+    if backend == "process":
+        yield None
+        return
+    hosts, stop = start_engines([backend])
+    try:
+        yield hosts[backend]
+    finally:
+        stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -158,6 +184,13 @@ def main() -> None:
     )
     parser.add_argument("--memory-mb", type=int, default=8192, help="user memory")
     parser.add_argument("--policy", action="append", choices=POLICY_NAMES)
+    parser.add_argument(
+        "--backend",
+        choices=["process", "docker", "podman"],
+        default="process",
+        help="the containers: the process backend, or the Docker backend on the project's "
+        "dockerd or Podman (started under .state/bench)",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -198,7 +231,7 @@ def main() -> None:
         f"{work:.1f} s of CPU work ({work / args.window / len(args.cores):.2f}x the cores)"
     )
     results = {}
-    with kafka_and_couchdb() as (kafka, couch):
+    with kafka_and_couchdb() as (kafka, couch), engine(args.backend) as args.engine_host:
         for policy in args.policy or POLICY_NAMES:
             t0 = time.perf_counter()
             results[policy], _ = asyncio.run(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -18,11 +20,14 @@ from harness.services import (  # noqa: E402
     COUCHDB_PASSWORD,
     COUCHDB_USER,
     CouchDBService,
+    DockerService,
     KafkaService,
+    PodmanService,
 )
 from whisk.summary import percentile  # noqa: E402,F401 (re-exported)
 
 STATE = ROOT / ".state" / "bench"
+LABEL = "ow-invoker-bench"  # on every container a benchmark makes: its engines remove them
 
 
 # The test suite starts Kafka tuned for a fast start (C1 only, serial GC); benchmarks want
@@ -72,3 +77,39 @@ def kafka_and_couchdb(kafka_port: int = 29092, couchdb_port: int = 25984) -> Ite
         finally:
             kafka.teardown()
             couch.teardown()
+
+
+def start_engines(names: list[str]) -> tuple[dict[str, str], Callable[[], None]]:
+    """dockerd and/or Podman under .state/bench (the project's service classes), images built."""
+    started: list[Any] = []
+
+    def stop() -> None:
+        for svc in reversed(started):
+            svc.remove_containers(LABEL)
+            svc.teardown()
+
+    hosts = {}
+    try:
+        for name in names:
+            svc = DockerService(STATE) if name == "docker" else PodmanService(STATE)
+            svc.setup()
+            started.append(svc)
+            build_images(name, svc.docker_host)
+            hosts[name] = svc.docker_host
+    except BaseException:
+        stop()
+        raise
+    return hosts, stop
+
+
+def build_images(engine: str, host: str) -> None:
+    env = {**os.environ, "OW_ENGINE": engine, "DOCKER_HOST": host}
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "runtime-images.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"scripts/runtime-images.sh failed:\n{proc.stdout}{proc.stderr}")

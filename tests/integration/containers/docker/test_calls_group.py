@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from containers.cgroups import PROC_MOUNTINFO, cgroup_hierarchies, parse_proc_cgroup
-from containers.docker.backend import DockerBackend
 from tests.integration.containers import backends
 from tests.integration.containers.backends import (
     ECHO_PY,
@@ -36,14 +34,6 @@ pytestmark = [
 pytest_generate_tests = backends.pytest_generate_tests
 engine_host, svc, engine = backends.engine_host, backends.svc, backends.engine
 CPU = Path("/sys/fs/cgroup/cpu")
-
-
-@pytest.fixture
-async def backend(engine_host: str, svc) -> AsyncIterator[DockerBackend]:
-    b = new_backend(engine_host, svc.container_label)
-    await b.start()
-    yield b
-    await b.close()
 
 
 def cgroup_of(pid: int, controller: str = "cpu") -> str:
@@ -89,7 +79,7 @@ print(time.process_time())
 
 @pytest.mark.docker_only  # one engine shows the weights; both show where the cgroups go
 async def test_a_top_weight_call_leaves_the_engines_other_containers_their_part_of_a_core(
-    backend: DockerBackend, engine, svc
+    engine_host: str, engine, svc
 ) -> None:
     """The call at weight 10 000 (102 400 shares) in the calls group; a process spinning
     in a cgroup beside the engine's containers (the invoker's container's place), 1 024
@@ -97,28 +87,35 @@ async def test_a_top_weight_call_leaves_the_engines_other_containers_their_part_
     about half the core, where beside the call it got 1 %."""
     if not (CPU / "cgroup.procs").exists():
         pytest.skip("no cgroup v1 cpu hierarchy")
-    core = max(os.sched_getaffinity(0))
-    c = await Maker(backend)(SPIN_PY)
-    await c.assign_cores(frozenset({core}))
-    await c.set_cpu_weight(10_000)
-    invoker_place = CPU / (await engine_parent(engine, svc)).strip("/") / f"ow-test-{os.getpid()}"
-    invoker_place.mkdir()
+    backend = new_backend(engine_host, svc.container_label)
+    await backend.start()
     try:
-        call = asyncio.create_task(run(c, {"cpu": 3.0}))
-        await asyncio.sleep(0.3)  # the call is spinning
-        before = await c.cpu_times()
-        beside = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SPIN_IN_CGROUP, str(invoker_place / "cgroup.procs"),
-            str(core), "1.0", stdout=asyncio.subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
-        out, _ = await beside.communicate()
-        after = await c.cpu_times()
+        core = max(os.sched_getaffinity(0))
+        c = await Maker(backend)(SPIN_PY)
+        await c.assign_cores(frozenset({core}))
+        await c.set_cpu_weight(10_000)
+        invoker_place = (
+            CPU / (await engine_parent(engine, svc)).strip("/") / f"ow-test-{os.getpid()}"
+        )
+        invoker_place.mkdir()
+        try:
+            call = asyncio.create_task(run(c, {"cpu": 3.0}))
+            await asyncio.sleep(0.3)  # the call is spinning
+            before = await c.cpu_times()
+            beside = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", SPIN_IN_CGROUP, str(invoker_place / "cgroup.procs"),
+                str(core), "1.0", stdout=asyncio.subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
+            out, _ = await beside.communicate()
+            after = await c.cpu_times()
+        finally:
+            invoker_place.rmdir()  # empty: its process has exited
+        assert beside.returncode == 0 and before is not None and after is not None
+        call_used, process_used = after.used - before.used, float(out)
+        assert process_used >= 0.3 * call_used, (process_used, call_used)
+        assert (await asyncio.wait_for(call, 30)).status == 200
     finally:
-        invoker_place.rmdir()  # empty: its process has exited
-    assert beside.returncode == 0 and before is not None and after is not None
-    call_used, process_used = after.used - before.used, float(out)
-    assert process_used >= 0.3 * call_used, (process_used, call_used)
-    assert (await asyncio.wait_for(call, 30)).status == 200
+        await backend.close()
 
 
 async def engine_parent(engine, svc) -> str:
