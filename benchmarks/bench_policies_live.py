@@ -127,14 +127,18 @@ async def run_policy(
                 await stub.wait_acks(aid, timeout_s=3600)
                 return loop.time() - sent
 
+            pool = invoker.pool
+            cold, warm = -pool.cold_starts, -pool.warm_starts  # the trace's: from here
             responses = await asyncio.gather(*(call(c) for c in trace))
             order = invoker.cpu_order.status() if invoker.cpu_order is not None else None
+            cold, warm = cold + pool.cold_starts, warm + pool.warm_starts
     # Stretch over the call's own idle time: its work plus the function's idle overhead.
     outcomes = [
         Outcome(c.function, r, c.duration_s + max(0.0, idle[c.function] - mix[c.function]))
         for c, r in zip(trace, responses, strict=True)
     ]
     summary = summarize(outcomes)
+    summary["starts"] = {"cold": cold, "warm": warm}
     if order is not None:  # what the attained-service order cost the invoker
         summary["cpu_order"] = order
     return summary, idle
@@ -237,7 +241,12 @@ def main() -> None:
             results[policy], _ = asyncio.run(
                 run_policy(policy, args, kafka, couch, trace, mix, sleeping)
             )
-            print(f"  {policy}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+            starts = results[policy]["starts"]
+            print(
+                f"  {policy}: done in {time.perf_counter() - t0:.0f} s, "
+                f"{starts['cold']} cold and {starts['warm']} warm starts",
+                flush=True,
+            )
             if order := results[policy].get("cpu_order"):
                 writes, spent = order["writes"], order["writeSeconds"]
                 print(

@@ -348,6 +348,18 @@ class ContainerCgroup:
         return any(d.exists() for d in self._dirs)
 
 
+def engine_container_cgroup(pid: int, cid: str) -> ContainerCgroup | None:
+    """The cgroup of an engine's container whose init is ``pid`` (Docker's ``.../<cid>``,
+    Podman's ``.../libpod-<cid>``), if this process sees it; None if the pid's cgroup does
+    not name ``cid`` (another process: the pid reused, or a pid namespace of our own)."""
+    dirs = process_dirs(pid)
+    if "memory" in dirs and cid in dirs["memory"].name:
+        return ContainerCgroup(1, dirs["memory"], dirs.get("cpu"))
+    if "" in dirs and cid in dirs[""].name:
+        return ContainerCgroup(2, dirs[""])
+    return None
+
+
 def find_leftovers(support: CgroupSupport, name_prefix: str) -> list[ContainerCgroup]:
     """Cgroups whose names carry the prefix: in this backend's parents, and (left by a run
     from before the calls group) beside the calls group."""
