@@ -531,11 +531,12 @@ class DockerBackend:
         return self._calls_group is not None
 
     async def _choose_calls_group(self) -> None:
+        self._calls_group_checked = True
         try:
             driver = await self.engine.cgroup_driver()
-        except EngineError as e:
-            raise ContainerError(f"asking the engine for its cgroup driver: {e}") from e
-        self._calls_group_checked = True
+        except EngineError as e:  # an engine or proxy without /info: no group
+            log.warning("the engine did not say its cgroup driver: %s", e)
+            driver = ""
         parent, why_not = await asyncio.to_thread(
             calls_group_parent, self.name_prefix, driver, is_local_engine(self.docker_host)
         )
