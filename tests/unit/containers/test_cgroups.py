@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,13 @@ def test_the_docker_calls_group_needs_a_local_cgroupfs_engine() -> None:
     assert remote == (None, "the engine is not on this host: its cgroups are not ours to remove")
     assert systemd == (None, "the engine's cgroup driver is systemd, not cgroupfs")
     assert unknown == (None, "the engine's cgroup driver is unknown, not cgroupfs")
+
+
+def test_a_pid_whose_cgroup_does_not_name_the_container_is_not_its_cgroup() -> None:
+    """The Docker backend writes a weight to the cgroup of the container's pid only if the
+    cgroup names the container: a reused pid, or one seen from a pid namespace of our own,
+    is another process (this one: its cgroup names no container)."""
+    assert cgroups.engine_container_cgroup(os.getpid(), "4f1c0ffee") is None
 
 
 def test_own_dir_strips_the_mount_root() -> None:
