@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,18 +74,10 @@ def parse_proc_cgroup(text: str) -> dict[str, str]:
 def parse_mountinfo(text: str) -> dict[str, tuple[str, str]]:
     """cgroup mounts: controller (``""`` for v2) → (mount point, root of the mount)."""
     out: dict[str, tuple[str, str]] = {}
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        fields, rfields = left.split(), right.split()
-        if len(fields) < 5 or len(rfields) < 3:
-            continue
-        root, mount = _unescape(fields[3]), _unescape(fields[4])
-        fstype, options = rfields[0], rfields[2].split(",")
+    for _, mount, root, fstype, options in _cgroup_mounts(text):
         if fstype == "cgroup2":
             out.setdefault("", (mount, root))
-        elif fstype == "cgroup":
+        else:
             for opt in options:
                 if opt in ("memory", "cpu", "cpuset", "cpuacct", "pids", "freezer"):
                     out.setdefault(opt, (mount, root))
@@ -95,12 +88,19 @@ def cgroup_hierarchies(mountinfo: str) -> list[tuple[Path, str]]:
     """Every cgroup hierarchy mounted (v1 and v2, named ones too), once each however often
     it is mounted: (mount point, the hierarchy's path at that mount point)."""
     found: dict[str, tuple[Path, str]] = {}
+    for device, mount, root, _, _ in _cgroup_mounts(mountinfo):
+        found.setdefault(device, (Path(mount), root))
+    return list(found.values())
+
+
+def _cgroup_mounts(mountinfo: str) -> Iterator[tuple[str, str, str, str, list[str]]]:
+    """Each cgroup mount's device, mount point, root, type and super options."""
     for line in mountinfo.splitlines():
         left, sep, right = line.partition(" - ")
         fields, rfields = left.split(), right.split()
-        if sep and len(fields) >= 5 and rfields[:1] in (["cgroup"], ["cgroup2"]):
-            found.setdefault(fields[2], (Path(_unescape(fields[4])), _unescape(fields[3])))
-    return list(found.values())
+        if sep and len(fields) >= 5 and len(rfields) >= 3 and rfields[0] in ("cgroup", "cgroup2"):
+            mount, root = _unescape(fields[4]), _unescape(fields[3])
+            yield fields[2], mount, root, rfields[0], rfields[2].split(",")
 
 
 def _unescape(path: str) -> str:
