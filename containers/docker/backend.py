@@ -187,6 +187,7 @@ class DockerContainer:
         self._shares: int | None = None  # as created (the spec's cpu_shares) until set
         self._destroyed = False
         self._oom: bool | None = None
+        self._init_pid: int | None = None  # :meth:`_pid`
         self._cpu_file: Path | bool | None = False  # False: not looked for yet
         self._cgroup: ContainerCgroup | bool | None = False  # the same (set_cpu_weight)
         self._memory_dir: tuple[Path, int] | bool | None = False  # (directory, version)
@@ -302,7 +303,7 @@ class DockerContainer:
         if shares == self._shares:
             return
         if self._cgroup is False:
-            pid = await self._pid()
+            pid = await self._engine_call(self._pid())
             self._cgroup = engine_container_cgroup(pid, self.id) if pid else None
         try:
             if isinstance(self._cgroup, ContainerCgroup) and self._cgroup.set_cpu_weight(weight):
@@ -317,9 +318,12 @@ class DockerContainer:
         self._shares = shares
 
     async def _pid(self) -> int | None:
-        info = await self._engine_call(self._engine.inspect(self.id))
-        pid = (info.get("State") or {}).get("Pid")
-        return int(pid) if pid else None
+        """The container's init as this host numbers it (one inspect, kept once known),
+        from which its cgroup files are found; raises EngineError."""
+        if self._init_pid is None:
+            pid = ((await self._engine.inspect(self.id)).get("State") or {}).get("Pid")
+            self._init_pid = int(pid) if pid else None
+        return self._init_pid
 
     async def cpu_times(self) -> CpuTimes | None:
         """The container cgroup's CPU accounting, read from the cgroup filesystem when this
@@ -329,8 +333,8 @@ class DockerContainer:
             return None
         try:
             if self._cpu_file is False:
-                pid = ((await self._engine.inspect(self.id)).get("State") or {}).get("Pid")
-                self._cpu_file = cgroup_cpu_file(int(pid)) if pid else None
+                pid = await self._pid()
+                self._cpu_file = cgroup_cpu_file(pid) if pid else None
             if isinstance(self._cpu_file, Path):
                 used = read_cgroup_cpu(self._cpu_file)
                 if used is not None:
@@ -347,8 +351,8 @@ class DockerContainer:
             return None
         try:
             if self._memory_dir is False:
-                pid = ((await self._engine.inspect(self.id)).get("State") or {}).get("Pid")
-                self._memory_dir = memory.cgroup_memory_dir(int(pid)) if pid else None
+                pid = await self._pid()
+                self._memory_dir = memory.cgroup_memory_dir(pid) if pid else None
             if isinstance(self._memory_dir, tuple):
                 used = memory.cgroup_working_set(*self._memory_dir)
                 if used is not None:
