@@ -128,10 +128,10 @@ async def run_policy(
                 return loop.time() - sent
 
             pool = invoker.pool
-            cold, warm = -pool.cold_starts, -pool.warm_starts  # the trace's: from here
+            cold_before, warm_before = pool.cold_starts, pool.warm_starts  # after the warm-up
             responses = await asyncio.gather(*(call(c) for c in trace))
             order = invoker.cpu_order.status() if invoker.cpu_order is not None else None
-            cold, warm = cold + pool.cold_starts, warm + pool.warm_starts
+            cold, warm = pool.cold_starts - cold_before, pool.warm_starts - warm_before
     # Stretch over the call's own idle time: its work plus the function's idle overhead.
     outcomes = [
         Outcome(c.function, r, c.duration_s + max(0.0, idle[c.function] - mix[c.function]))
