@@ -44,6 +44,7 @@ class _Job:
     done: asyncio.Future[None]
     jid: int = 0
     weight: int = DEFAULT_CPU_WEIGHT  # its container's cgroup cpu.weight
+    outside: bool = False  # the engine's work, beside the calls' group (see SimulatedCpu)
 
 
 def stretch(jobs: list[_Job], cores: int) -> float:
@@ -116,7 +117,12 @@ def weighted_speeds(jobs: list[_Job], cores: int) -> list[float]:
 
 class SimulatedCpu:
     """Processor sharing within each group of cores (groups are assumed not to overlap),
-    weighted by the containers' ``cpu.weight`` where they differ."""
+    weighted by the containers' ``cpu.weight`` where they differ.
+
+    Work *outside* the calls (a container engine's, creating a container) is a job that
+    weighs as much as the calls beside it together: the calls' cgroups sit in one group of
+    the default weight, as does each engine process, so the kernel shares the cores between
+    the group and each such process alike, whatever the calls' own weights."""
 
     def __init__(self) -> None:
         self._jobs: dict[int, _Job] = {}
@@ -133,6 +139,12 @@ class SimulatedCpu:
         groups: dict[frozenset[int], list[_Job]] = {}
         for job in self._jobs.values():
             groups.setdefault(job.group, []).append(job)
+        for jobs in groups.values():
+            if any(j.outside for j in jobs):
+                calls = sum(j.weight for j in jobs if not j.outside) or DEFAULT_CPU_WEIGHT
+                for j in jobs:
+                    if j.outside:
+                        j.weight = calls
         # No more calls than cores: their demand fits (each needs at most one core).
         factor: dict[frozenset[int], float] = {}
         rates: dict[int, float] = {}
@@ -197,15 +209,16 @@ class SimulatedCpu:
         cores: frozenset[int],
         cpu_s: float | None = None,
         weight: int = DEFAULT_CPU_WEIGHT,
+        outside: bool = False,
     ) -> _Job:
         """Start a call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU
-        (all by default), in a container of that ``cpu.weight``; await it with
-        :meth:`wait`."""
+        (all by default), in a container of that ``cpu.weight`` (``outside``: the engine's
+        work, weighed as the calls beside it); await it with :meth:`wait`."""
         work_s = max(0.0, work_s)
         cpu = work_s if cpu_s is None else min(max(0.0, cpu_s), work_s)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        job = _Job(1.0, cpu, work_s - cpu, cores, done, next(self._ids), weight)
+        job = _Job(1.0, cpu, work_s - cpu, cores, done, next(self._ids), weight, outside)
         if work_s == 0:
             job.remaining = 0.0
             done.set_result(None)
@@ -230,6 +243,15 @@ class SimulatedCpu:
     async def run(self, work_s: float, cores: frozenset[int], cpu_s: float | None = None) -> None:
         """A call of ``work_s`` seconds at full speed, ``cpu_s`` of them on the CPU."""
         await self.wait(self.submit(work_s, cores, cpu_s))
+
+    def engine_group(self, cores: frozenset[int]) -> frozenset[int]:
+        """Where the engine's work runs among ``cores``: beside calls that share them all,
+        else on the core with the fewest calls (the kernel's choice for a new task), so
+        that groups never overlap."""
+        groups = [j.group for j in self._jobs.values()]
+        if cores in groups or not groups:
+            return cores
+        return frozenset({min(sorted(cores), key=lambda c: groups.count(frozenset({c})))})
 
     def hold(self, job: _Job) -> None:
         """Freeze a submitted call (its container is paused): it makes no progress and
@@ -374,7 +396,9 @@ class SimulatedContainer:
 
 
 class SimulatedBackend:
-    """Containers cost ``cold_start_s`` to create, ``init_s`` to initialise,
+    """Containers cost ``cold_start_s`` to create (``create_cpu_s`` of it the engine's CPU
+    on ``engine_cores``, beside the calls: it then takes longer while they load them),
+    ``init_s`` to initialise,
     ``pause_s`` to pause and resume and ``weight_s`` to set a ``cpu.weight`` (a write to
     the container's cgroup, of the order of 30 µs); an idle one is measured using
     ``footprint_mb`` of memory (None: not measurable, so the pool counts it at its limit)."""
@@ -385,12 +409,16 @@ class SimulatedBackend:
     def __init__(
         self,
         cold_start_s: float = 0.0,
+        create_cpu_s: float = 0.0,
+        engine_cores: frozenset[int] = frozenset({0}),
         init_s: float = 0.0,
         pause_s: float = 0.0,
         weight_s: float = 0.0,
         footprint_mb: int | None = None,
     ) -> None:
         self.cold_start_s = cold_start_s
+        self.create_cpu_s = create_cpu_s
+        self.engine_cores = engine_cores
         self.init_s = init_s
         self.pause_s = pause_s
         self.weight_s = weight_s
@@ -406,7 +434,11 @@ class SimulatedBackend:
         pass
 
     async def create(self, spec: ContainerSpec) -> SimulatedContainer:
-        if self.cold_start_s:
+        if self.create_cpu_s:
+            cores = self.cpu.engine_group(self.engine_cores)
+            work = max(self.cold_start_s, self.create_cpu_s)
+            await self.cpu.wait(self.cpu.submit(work, cores, self.create_cpu_s, outside=True))
+        elif self.cold_start_s:
             await asyncio.sleep(self.cold_start_s)
         self.created += 1
         self.live += 1

@@ -168,3 +168,54 @@ def test_a_reweighed_call_takes_the_core_at_once():
         loop.close()
     assert ends["b"] == pytest.approx(0.5 + 0.75 * 10_100 / 10_000, rel=1e-3)
     assert ends["a"] == pytest.approx(2.0)
+
+
+def test_the_engines_work_weighs_as_the_calls_beside_it_together():
+    # Two CPU-bound 1 s calls at the top weight on two cores, and a container creation of
+    # 1 s of the engine's CPU: the kernel shares the cores between the calls' group and the
+    # engine's process alike, so the creation has a core for its second and the calls half
+    # of one each (0.5 s done), then a core each: they end at 1.5 s. Weighed as a container
+    # of the default weight, the creation would have had 2 / 20 101 of the cores.
+    cpu = SimulatedCpu()
+    cores = frozenset({0, 1})
+    ends: dict[str, float] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        jobs = {
+            "a": cpu.submit(1.0, cores, weight=10_000),
+            "b": cpu.submit(1.0, cores, weight=10_000),
+            "engine": cpu.submit(1.0, cpu.engine_group(cores), outside=True),
+        }
+
+        async def until(name: str, job: _Job) -> None:
+            await cpu.wait(job)
+            ends[name] = loop.time()
+
+        await asyncio.gather(*(until(n, j) for n, j in jobs.items()))
+
+    loop = VirtualTimeLoop(VirtualClock(0.0))
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert ends == {"engine": pytest.approx(1.0), "a": pytest.approx(1.5), "b": pytest.approx(1.5)}
+
+
+def test_the_engine_works_on_the_least_busy_core_beside_pinned_calls():
+    cpu = SimulatedCpu()
+
+    async def main() -> None:
+        cores = frozenset({0, 1, 2})
+        assert cpu.engine_group(cores) == cores  # nothing runs
+        pinned = [cpu.submit(1.0, frozenset({c})) for c in (0, 0, 2)]
+        assert cpu.engine_group(cores) == frozenset({1})  # groups never overlap
+        shared = cpu.submit(1.0, cores)
+        assert cpu.engine_group(cores) == cores
+        await asyncio.gather(*(cpu.wait(j) for j in [*pinned, shared]))
+
+    loop = VirtualTimeLoop(VirtualClock(0.0))
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
