@@ -29,7 +29,7 @@ import itertools
 import logging
 import os
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 KEEP_ALIVE = ("footprint", "limit")
 MEASURE_EVERY_S = 10.0  # how often a kept container's footprint is measured again
 MIB = 1 << 20
+CREATIONS_KEPT = 16  # the last creations measured, behind start_cost_s
 
 
 @dataclass(slots=True)
@@ -180,6 +181,7 @@ class ContainerPool:
         self.prewarm_starts = 0
         self.evictions = 0
         self._evicted_prewarms: Counter[tuple[str, int]] = Counter()  # (kind, memory)
+        self._creations: deque[float] = deque(maxlen=CREATIONS_KEPT)  # seconds each took
 
     # -- lifecycle --
 
@@ -284,6 +286,36 @@ class ContainerPool:
         self._boot(slot, self._name(f"{_clean(key.namespace)}_{_clean(key.docid)}"))
         return True
 
+    def start_cost_s(self, key: WarmKey, kind: str, memory_mb: int) -> float:
+        """What a call of ``key`` would wait now for a container to be made if it started:
+        :attr:`mean_creation_s` if placement would create one; 0 if one of its action is
+        idle or created ahead for it, a stem cell is ready, or it must wait for memory.
+
+        The engine's creation only: the ``/init`` that follows runs at the call's own rank
+        under an attained-service order (seconds, for a call ranked last), which is no cost
+        of the container but of the call's place in the order."""
+        p = place(self.slots, key, kind, memory_mb, self.user_memory_mb)
+        return self.mean_creation_s if p is not None and p.how is How.COLD else 0.0
+
+    @property
+    def mean_creation_s(self) -> float:
+        """The mean of the last creations measured (the engine's, the backend's ``create``;
+        0 while none is)."""
+        made = self._creations
+        return sum(made) / len(made) if made else 0.0
+
+    def has_idle(self, key: WarmKey) -> bool:
+        """Whether a warm container of ``key`` waits for a call."""
+        return any(s.key == key and s.state in IDLE_STATES for s in self.slots.values())
+
+    def busy_since(self, key: WarmKey) -> list[float]:
+        """When each busy container of ``key`` that takes one call at a time took its call."""
+        return [
+            s.last_used
+            for s in self.slots.values()
+            if s.key == key and s.state is SlotState.BUSY and s.concurrency == 1
+        ]
+
     @property
     def ahead(self) -> int:
         """Containers created ahead that no call has taken yet."""
@@ -385,6 +417,7 @@ class ContainerPool:
             if slot.concurrency > 1
             else self.container_env,
         )
+        t0 = self.clock.now()
         try:
             container = await self.backend.create(spec)
         except BaseException as e:
@@ -395,6 +428,7 @@ class ContainerPool:
                 self._probe_spec = spec
             raise
         self.create_problem = None
+        self._creations.append(self.clock.now() - t0)
         return container
 
     async def probe(self) -> None:

@@ -204,6 +204,14 @@ class InvokerConfig:
         "none, so that a cold start's engine work holds no action core (default: 8 on the "
         "docker backend, 0 on the process backend, whose cold start is a fork)",
     )
+    no_warm_wait: bool = setting(
+        False,
+        help="attained-service policies (gittins, gittins-aged, las): every call whose action "
+        "has no idle container starts one as soon as memory allows, as the stock invoker's "
+        "do (default: where a creation costs, a call that would get no CPU yet waits in the "
+        "queue, and one whose action has a busy container expected to free sooner than a "
+        "creation takes waits for it, at most that long)",
+    )
     task_failures: int = setting(
         3, help="failures of one background task within --task-failure-window-s that fail the node"
     )

@@ -95,12 +95,15 @@ class CpuOrder:
         clock: Clock,
         running: Callable[[], Iterable[Call[Job]]],
         history: DurationHistory | None = None,
+        on_ranked: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_ranked``: called after each pass (calls waiting for their rank look again)."""
         self.spec = spec
         self.cores = max(1, cores)
         self.clock = clock
         self.history = history or DurationHistory()
         self._running = running
+        self._on_ranked = on_ranked
         self._weights: dict[Container, int] = {}  # what was last written, of running ones
         self._measured: dict[CpuMark, Running] = {}  # the last pass's, by call
         self._writing = asyncio.Lock()  # one ranking written at a time
@@ -126,6 +129,29 @@ class CpuOrder:
                 late_share=self.spec.overdue_share,
             )
         return replace(policy, priority=self._priority_at_start)
+
+    def would_run(self, function: str) -> bool:
+        """Whether a new call of ``function`` would be among the calls that fill the cores
+        (the top tier) if it started now: fewer than the cores' worth of the running calls,
+        as the last pass measured them, and of those whose container is being made (at age
+        0, a core each: on Docker a creation takes seconds under load, and counting only
+        the calls in ``/run`` let a burst start one after another), have an index at least
+        its own at age 0 (under
+        ``gittins-aged`` too: its late calls are the queue's, :attr:`Policy.late`; under LAS
+        a new call has attained least, so always)."""
+        if self.spec.kind == "las":
+            return True
+        index = self.history.index
+        new = index(function, 0.0)
+        ahead = sum(c.share for c in self._as_measured() if index(c.function, c.age) >= new)
+        starting = sum(  # started, their container being made: at age 0, a core each
+            1
+            for call in self._running()
+            if call.payload.in_init is None
+            and call.payload.in_run is None
+            and index(call.function, 0.0) >= new
+        )
+        return ahead + starting < self.cores
 
     def _priority_at_start(self, info: CallInfo) -> float:
         return -self.history.index(info.function, 0.0)
@@ -241,6 +267,7 @@ class CpuOrder:
         async with self._writing:
             self._measured = measured
             await self._write(self.rank(self._as_measured()), keep=False)
+        self._on_ranked()
 
     async def _write(self, weights: dict[Container, int], keep: bool) -> None:
         """Write the weights that differ from what was last written; ``keep``: the

@@ -87,6 +87,12 @@ class InvokerMetrics:
         self.preemptions = Counter(
             "invoker_preemptions", "Running calls paused for a shorter one (--preempt)", registry=r
         )
+        self.warm_waits = Counter(
+            "invoker_warm_waits",
+            "Calls that waited for a busy container of their action instead of a new one "
+            "(attained-service policies)",
+            registry=r,
+        )
         self.pending = Gauge(
             "invoker_pending_activations", "Received and not yet finished", registry=r
         )

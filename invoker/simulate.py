@@ -107,6 +107,9 @@ class RecordlessStore(EmbeddedStore):
 class SimulationSettings:
     cores: int = 4
     cold_start_s: float = 0.0
+    # Of a cold start, the engine's CPU on the action cores beside the calls (Docker's
+    # dockerd, containerd and runc; 0: a delay that takes no CPU, as a fork's).
+    create_cpu_s: float = 0.0
     user_memory_mb: int = 32 * 1024
     action_memory_mb: int = 256
     warmup: bool = True
@@ -119,6 +122,10 @@ class SimulationSettings:
     # Containers created ahead for waiting calls (the invoker's --create-ahead; 0, as the
     # process backend: a cold start holds its call's core, as every documented figure has it).
     create_ahead: int = 0
+    # Attained-service policies: where a creation costs, a call waits rather than have a
+    # container made while it would get no CPU, or while a busy one of its action is
+    # expected sooner (the invoker's default; False: its --no-warm-wait).
+    warm_wait: bool = True
 
 
 async def _simulate(
@@ -129,6 +136,8 @@ async def _simulate(
     bus = MemoryBus()
     backend = SimulatedBackend(
         cold_start_s=settings.cold_start_s,
+        create_cpu_s=settings.create_cpu_s,
+        engine_cores=frozenset(range(settings.cores)),
         pause_s=settings.pause_s,
         weight_s=settings.weight_s,
         footprint_mb=settings.footprint_mb,
@@ -144,6 +153,7 @@ async def _simulate(
             max_pending=10**9,
             preempt=settings.preempt,
             create_ahead=settings.create_ahead,
+            no_warm_wait=not settings.warm_wait,
         )
         store = RecordlessStore(
             Path(state) / "store.sqlite", config.activations_db, threaded=False, durable=False
@@ -395,6 +405,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="seconds to create a container (the baseline pays it most)",
     )
+    parser.add_argument(
+        "--create-cpu",
+        type=nonnegative_float,
+        default=0.0,
+        help="seconds of the engine's CPU a container creation takes on the action cores, "
+        "beside the calls (Docker's; default 0: --cold-start is a delay)",
+    )
+    parser.add_argument(
+        "--no-warm-wait",
+        action="store_true",
+        help="attained-service policies: every call without an idle container has one made "
+        "as soon as memory allows (the invoker's --no-warm-wait)",
+    )
     parser.add_argument("--memory-mb", type=positive_int, default=32 * 1024, help="user memory")
     parser.add_argument(
         "--footprint-mb",
@@ -466,12 +489,14 @@ def main(args: argparse.Namespace) -> int:
     settings = SimulationSettings(
         cores=args.cores,
         cold_start_s=args.cold_start,
+        create_cpu_s=args.create_cpu,
         user_memory_mb=args.memory_mb,
         warmup=not args.no_warmup,
         preempt=args.preempt,
         pause_s=args.pause_cost,
         footprint_mb=args.footprint_mb,
         create_ahead=args.create_ahead,
+        warm_wait=not args.no_warm_wait,
     )
     results = [simulate(trace, p, settings) for p in (args.policy or POLICY_NAMES)]
     if args.json:

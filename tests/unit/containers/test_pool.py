@@ -503,3 +503,21 @@ def test_a_call_never_waits_for_the_removal_of_the_container_it_evicts():
         await gone.wait()
 
     pool_test(body, memory_mb=256)
+
+
+def test_a_start_costs_what_the_last_creations_took_and_nothing_when_warm():
+    async def body(pool, backend, loop):
+        assert pool.start_cost_s(A, PY, 256) == 0.0  # none measured yet
+        first = await use(pool, A)  # 0.5 s to create
+        await asyncio.sleep(2.0)  # its /init (at the call's own rank): no cost of a creation
+        pool.mark_initialized(first)
+        assert pool.start_cost_s(B, PY, 256) == pytest.approx(0.5)
+        assert pool.mean_creation_s == pytest.approx(0.5)
+        assert pool.busy_since(A) == [first.slot.last_used] and pool.busy_since(B) == []
+        assert not pool.has_idle(A)
+        pool.release(first, healthy=True)
+        assert pool.has_idle(A) and pool.busy_since(A) == []
+        assert pool.start_cost_s(A, PY, 256) == 0.0  # a warm one is there
+        assert pool.start_cost_s(B, PY, 4096) == 0.0  # no room: it waits for memory anyway
+
+    pool_test(body, cold_start_s=0.5)

@@ -341,3 +341,27 @@ def test_an_attained_order_on_every_core_is_warned_of_where_calls_outweigh_the_i
     said = shared_cores_warning((0, 1), [0, 1], False)
     assert said is not None and "--action-cores" in said
     assert shared_cores_warning((0, 1), [0, 1], True) is None  # the process backend's calls group
+
+
+def test_a_new_call_would_run_only_while_fewer_than_the_cores_rank_above_it():
+    """``would_run``: whether a new call would be in the top tier now (else the invoker
+    makes no container for it yet, invoker.service ``_defer_creation``)."""
+
+    def running(function: str, i: int) -> Call:
+        call = in_run(i, Kept(), since=5.0)
+        call.function = function
+        return call
+
+    calls: list[Call] = []
+    order = CpuOrder(Attained("gittins"), 1, At(5.0), lambda: calls)
+    for _ in range(10):
+        order.finished("short", 0.1)
+        order.finished("long", 10.0)
+    assert order.would_run("long") and order.would_run("short")  # nothing runs
+    calls.append(running("long", 0))  # ranked below a new short call, level with a new long
+    assert order.would_run("short") and not order.would_run("long")
+    two = CpuOrder(Attained("gittins"), 2, At(5.0), lambda: calls, history=order.history)
+    assert two.would_run("long")  # a second core is free for it
+    assert CpuOrder(Attained("las"), 1, At(5.0), lambda: calls).would_run("long")
+    calls[0].payload.in_run = None  # its container is still being made: it counts too
+    assert not order.would_run("long") and order.would_run("short")
