@@ -23,6 +23,11 @@ action, each called at 2 calls/s (arrivals uniformly at random over ``--window``
     python benchmarks/bench_policies_live.py --mix io-cpu --policy fc --policy openwhisk
     python benchmarks/bench_policies_live.py --mix azure --policy openwhisk --policy fc \
         --policy sept-share
+
+A policy given as ``NAME+no-warm-wait`` runs with the invoker's ``--no-warm-wait`` (an
+attained-service policy's every call without an idle container starts one).
+``--sim-cold-start`` and ``--sim-create-cpu`` give the simulator beside a cold start (its
+engine CPU on the action cores), to model the Docker backend's.
 """
 
 from __future__ import annotations
@@ -77,9 +82,20 @@ def action_name(fn: str) -> str:
     return "f" + fn.replace(".", "-")
 
 
+NO_WARM_WAIT = "+no-warm-wait"
+
+
+def policy_label(text: str) -> str:
+    """A policy name, or one with ``+no-warm-wait``."""
+    if text.removesuffix(NO_WARM_WAIT) not in POLICY_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r}: a policy ({', '.join(POLICY_NAMES)})")
+    return text
+
+
 async def run_policy(
-    policy: str, args, kafka, couch, trace, mix, sleeping=frozenset()
+    label: str, args, kafka, couch, trace, mix, sleeping=frozenset()
 ) -> tuple[dict, dict]:
+    policy = label.removesuffix(NO_WARM_WAIT)
     backend = None
     if args.engine_host:  # the local runtime images, each container in a namespace of its own
         labels = {LABEL: "1"}
@@ -94,6 +110,7 @@ async def run_policy(
             Path(tmp),
             backend,
             policy=policy,
+            no_warm_wait=label.endswith(NO_WARM_WAIT),
             action_cores=args.cores,
             user_memory_mb=args.memory_mb,
             pause_grace_s=600,
@@ -116,9 +133,8 @@ async def run_policy(
                     samples.append(time.perf_counter() - t0)
                 idle[fn] = statistics.median(samples)
             loop = asyncio.get_running_loop()
-            start = loop.time() + 0.5
 
-            async def call(c) -> float:
+            async def call(c, start: float) -> float:
                 await asyncio.sleep(max(0.0, start + c.arrival_s - loop.time()))
                 sent = loop.time()
                 action, rev = actions[c.function]
@@ -127,10 +143,18 @@ async def run_policy(
                 await stub.wait_acks(aid, timeout_s=3600)
                 return loop.time() - sent
 
+            if args.warm_pass:  # the same traffic once, unmeasured: the node as it leaves it
+                start = loop.time() + 0.5
+                await asyncio.gather(*(call(c, start) for c in trace))
             pool = invoker.pool
             cold_before, warm_before = pool.cold_starts, pool.warm_starts  # after the warm-up
-            responses = await asyncio.gather(*(call(c) for c in trace))
+            waits = invoker.warm_waits
+            parked_before = waits.parked if waits is not None else 0
+            start = loop.time() + 0.5
+            responses = await asyncio.gather(*(call(c, start) for c in trace))
             order = invoker.cpu_order.status() if invoker.cpu_order is not None else None
+            waited = waits.parked - parked_before if waits is not None else None
+            cold_s = pool.mean_creation_s
             cold, warm = pool.cold_starts - cold_before, pool.warm_starts - warm_before
     # Stretch over the call's own idle time: its work plus the function's idle overhead.
     outcomes = [
@@ -138,7 +162,9 @@ async def run_policy(
         for c, r in zip(trace, responses, strict=True)
     ]
     summary = summarize(outcomes)
-    summary["starts"] = {"cold": cold, "warm": warm}
+    summary["starts"] = {"cold": cold, "warm": warm, "cold_s": cold_s}
+    if waited is not None:  # calls that waited for a busy container
+        summary["starts"]["waited"] = waited
     if order is not None:  # what the attained-service order cost the invoker
         summary["cpu_order"] = order
     return summary, idle
@@ -187,13 +213,29 @@ def main() -> None:
         help="the action cores, comma-separated (default: 1)",
     )
     parser.add_argument("--memory-mb", type=int, default=8192, help="user memory")
-    parser.add_argument("--policy", action="append", choices=POLICY_NAMES)
+    parser.add_argument("--policy", action="append", type=policy_label)
+    parser.add_argument(
+        "--sim-cold-start", type=float, default=0.0, help="the simulator's cold start (s)"
+    )
+    parser.add_argument(
+        "--sim-create-cpu",
+        type=float,
+        default=0.0,
+        help="of the simulator's cold start, the engine's CPU on the action cores (s)",
+    )
     parser.add_argument(
         "--backend",
         choices=["process", "docker", "podman"],
         default="process",
         help="the containers: the process backend, or the Docker backend on the project's "
         "dockerd or Podman (started under .state/bench)",
+    )
+    parser.add_argument(
+        "--warm-pass",
+        action="store_true",
+        help="replay the trace once, unmeasured, before the measured replay: the node's "
+        "containers and statistics as the same traffic leaves them (a node in its steady "
+        "state, not one fresh from its warm-up calls)",
     )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -244,7 +286,14 @@ def main() -> None:
             starts = results[policy]["starts"]
             print(
                 f"  {policy}: done in {time.perf_counter() - t0:.0f} s, "
-                f"{starts['cold']} cold and {starts['warm']} warm starts",
+                f"{starts['cold']} cold (made in {starts['cold_s'] * 1000:.0f} ms each, "
+                f"lately) and "
+                f"{starts['warm']} warm starts"
+                + (
+                    f", {starts['waited']} waited for a busy container"
+                    if "waited" in starts
+                    else ""
+                ),
                 flush=True,
             )
             if order := results[policy].get("cpu_order"):
@@ -295,10 +344,21 @@ def main() -> None:
     )
     if args.mix == "azure":
         cores = len(args.cores)
-        print(f"the same trace in the simulator ({cores} core(s), no cold start):")
+        cold = (
+            f"cold start {args.sim_cold_start:g} s, {args.sim_create_cpu:g} s of it engine CPU"
+            if args.sim_cold_start or args.sim_create_cpu
+            else "no cold start"
+        )
+        print(f"the same trace in the simulator ({cores} core(s), {cold}):")
         for policy in results:
-            settings = SimulationSettings(cores=cores, user_memory_mb=args.memory_mb)
-            r = simulate(trace, policy, settings)
+            settings = SimulationSettings(
+                cores=cores,
+                user_memory_mb=args.memory_mb,
+                cold_start_s=args.sim_cold_start,
+                create_cpu_s=args.sim_create_cpu,
+                warm_wait=not policy.endswith(NO_WARM_WAIT),
+            )
+            r = simulate(trace, policy.removesuffix(NO_WARM_WAIT), settings)
             print(
                 f"  {policy:<10} mean R {r['mean_response_s']:.2f}, p99 R "
                 f"{r['p99_response_s']:.2f}, mean S {r['mean_stretch']:.1f}"
