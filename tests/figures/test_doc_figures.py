@@ -274,17 +274,22 @@ def test_the_gittins_aged_row_of_seed_2_at_1_12_in_policies_md():
     assert shown == [f"{x:.2f}" for x in expected]
 
 
+def live_slice(time_scale: float) -> list[TraceCall]:
+    """The trace of ``bench_policies_live.py --mix azure --scale 0.12``."""
+    functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
+    spec = SliceSpec(8, 1200, 2, max_duration_s=20.0, time_scale=time_scale)
+    return [
+        TraceCall(c.arrival_s, c.function, c.duration_s * 0.12) for c in draw_slice(functions, spec)
+    ]
+
+
 def test_the_simulator_columns_of_gittins_aged_live_on_one_core_in_policies_md():
     """The live table's simulated columns (bench_policies_live.py --mix azure --scale 0.12:
     the same trace, one core), where a late call gets a quarter of the core
     (policies.attained.partial_weight): the live columns carry their date and output."""
     section = doc("docs/policies.md").split("### Aging: `gittins-aged`")[1].split("\n## ")[0]
     rows = table(section, "| policy | live mean R |")
-    functions = read_azure2019(ROOT / "benchmarks" / "data" / "azure2019-invitro-66")
-    spec = SliceSpec(functions=8, start_minute=1200, minutes=2, max_duration_s=20.0, time_scale=0.5)
-    trace = [
-        TraceCall(c.arrival_s, c.function, c.duration_s * 0.12) for c in draw_slice(functions, spec)
-    ]
+    trace = live_slice(time_scale=0.5)
     assert set(rows) == {"`openwhisk`", "`fc`", "`gittins`", "`gittins-aged`"}
     for name, cells in rows.items():
         settings = SimulationSettings(cores=1, user_memory_mb=8192)
@@ -295,6 +300,33 @@ def test_the_simulator_columns_of_gittins_aged_live_on_one_core_in_policies_md()
             f"{r['mean_stretch']:.1f}",
         ]
         assert cells[3:6] == expected, name
+
+
+def test_the_simulator_columns_of_the_docker_wait_table_in_policies_md():
+    """The simulated columns beside the live Docker runs (bench_policies_live.py --mix azure
+    --scale 0.12 --time-scale 0.25 --cores 0,1 --sim-cold-start 0.5 --sim-create-cpu 0.3):
+    each creation 0.3 s of the engine's CPU on the two cores, and ``+no-warm-wait`` the
+    same policy with the invoker's --no-warm-wait."""
+    section = doc("docs/policies.md").split("### Waiting for a warm container")[1]
+    rows = table(section.split("\n## ")[0], "| policy | fresh: mean R |")
+    trace = live_slice(time_scale=0.25)
+    assert len(rows) == 5
+    for name, cells in rows.items():
+        policy, _, off = name.strip("`").partition("+")
+        settings = SimulationSettings(
+            cores=2,
+            user_memory_mb=8192,
+            cold_start_s=0.5,
+            create_cpu_s=0.3,
+            warm_wait=off != "no-warm-wait",
+        )
+        r = simulate_trace(trace, policy, settings)
+        expected = [
+            f"{r['mean_response_s']:.2f} s",
+            f"{r['p99_response_s']:.2f} s",
+            f"{r['mean_stretch']:.1f}",
+        ]
+        assert cells[8:11] == expected, name
 
 
 def small_node_output() -> dict[str, dict[str, list[float]]]:
