@@ -133,21 +133,22 @@ class CpuOrder:
     def would_run(self, function: str) -> bool:
         """Whether a new call of ``function`` would be among the calls that fill the cores
         (the top tier) if it started now: fewer than the cores' worth of the running calls,
-        as the last pass measured them, and of those whose container is being made (at age
-        0, a core each: on Docker a creation takes seconds under load, and counting only
-        the calls in ``/run`` let a burst start one after another), have an index at least
-        its own at age 0 (under
-        ``gittins-aged`` too: its late calls are the queue's, :attr:`Policy.late`; under LAS
-        a new call has attained least, so always)."""
+        as the last pass measured them, and of those started but not yet in ``/init`` or
+        ``/run`` (their container being made: at age 0, a core each; on Docker a creation
+        takes seconds under load, and counting only the calls in ``/run`` let a burst start
+        one after another) have an index at least its own at age 0. Under ``gittins-aged``
+        too (its late calls are the queue's, :attr:`Policy.late`); under LAS a new call has
+        attained least, so always."""
         if self.spec.kind == "las":
             return True
         index = self.history.index
         new = index(function, 0.0)
         ahead = sum(c.share for c in self._as_measured() if index(c.function, c.age) >= new)
-        starting = sum(  # started, their container being made: at age 0, a core each
+        starting = sum(
             1
             for call in self._running()
-            if call.payload.in_init is None
+            if call.limit == 1  # calls sharing a container are never measured one by one
+            and call.payload.in_init is None
             and call.payload.in_run is None
             and index(call.function, 0.0) >= new
         )
