@@ -85,6 +85,25 @@ def test_a_burst_waits_for_warm_containers_where_a_creation_costs_the_cores(warm
         assert r["mean_response_s"] > 0.6
 
 
+def test_calls_that_would_get_no_cpu_yet_have_no_container_made():
+    # Five 2 s calls of one function 0.1 s apart on one core: a running call of it ranks
+    # above a new one (a constant length's index rises with age), so a new one would get
+    # no CPU yet: it waits in the queue for the container instead of having one made
+    # (0.5 s, 0.3 s of it the core's CPU, taken from the calls). With --no-warm-wait all
+    # four later calls have one made.
+    trace = [TraceCall(i * 0.1, "long", 2.0) for i in range(5)]
+
+    def run(warm_wait: bool) -> dict:
+        settings = SimulationSettings(
+            cores=1, cold_start_s=0.5, create_cpu_s=0.3, warm_wait=warm_wait
+        )
+        return simulate(trace, "gittins", settings)
+
+    held, made = run(True), run(False)
+    assert held["cold_starts"] <= 1 and made["cold_starts"] == 4
+    assert held["mean_response_s"] < made["mean_response_s"] - 0.5
+
+
 def test_a_parked_call_starts_its_own_container_once_its_wait_is_up():
     # The function was warmed up with 50 ms calls (the simulator warms up with each
     # function's last call), so a call waits for its two containers; but two 5 s calls hold
