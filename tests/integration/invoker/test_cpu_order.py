@@ -69,7 +69,10 @@ def _assert_had_the_core(new: dict[str, Any], long: dict[str, Any], cpu_s: float
     new_cpu = cpu_between(seen, *window)
     long_cpu = cpu_between(long["response"]["result"]["seen"], *window)
     assert new_cpu >= cpu_s - 0.02, new_cpu
-    assert long_cpu < 0.15 * new_cpu, (long_cpu, new_cpu)
+    # Less the notes' error (cpu_between: exact to 20 ms): a long call read at 50 ms beside
+    # 300 ms failed the bound once in six runs on an idle machine; processor sharing gives
+    # it about as much as the new call.
+    assert long_cpu - 0.02 < 0.15 * new_cpu, (long_cpu, new_cpu)
 
 
 def cpu_between(seen: list[list[float]], start_s: float, end_s: float) -> float:
