@@ -290,11 +290,11 @@ class SimulatedCpu:
         else:
             job.weight = weight
 
-    def done(self, job: _Job) -> float:
+    def done(self, job: _Job, loop: asyncio.AbstractEventLoop) -> float:
         """The fraction of the call done by now (its CPU and waiting parts interleave
         evenly, so that much of each)."""
         if job.jid in self._jobs:
-            self._advance(asyncio.get_running_loop())
+            self._advance(loop)
         return 1.0 - max(0.0, job.remaining)
 
 
@@ -356,8 +356,9 @@ class SimulatedContainer:
         if self._running is None:
             return self._cpu
         job, started = self._running
-        done = self._backend.cpu.done(job)
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        done = self._backend.cpu.done(job, loop)
+        now = loop.time()
         frozen = self._paused_s + (now - self._paused_at if self._paused_at is not None else 0.0)
         elapsed = now - started - frozen
         waited = max(0.0, elapsed - done * (job.cpu + job.wait))

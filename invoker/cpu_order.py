@@ -48,6 +48,7 @@ MEASURED_S = 0.05  # a call's CPU share counts once it has run this long (a core
 MIN_SHARE = 0.05  # a call that has used less still counts for this much of a core
 TICKS_TO_MEASURE = 10  # ... and this many of its counters' ticks (from /proc: 10 ms each)
 STARVED_S = 0.01  # a call that got less CPU than this since the last pass was starved
+_UNREAD = (0.0, 0.0, 0.0, 1.0)  # age, used, own and share of a call not read before
 
 
 def shared_cores_warning(
@@ -187,8 +188,10 @@ class CpuOrder:
             if job.in_init is not None:
                 calls.append(self._running_at(call, job.in_init, 0.0))
             elif (mark := job.in_run) is not None:
-                unmeasured = self._running_at(call, mark.container, max(0.0, now - mark.since))
-                calls.append(self._measured.get(mark, unmeasured))
+                measured = self._measured.get(mark)
+                calls.append(
+                    measured or self._running_at(call, mark.container, max(0.0, now - mark.since))
+                )
         return calls
 
     @staticmethod
@@ -232,16 +235,20 @@ class CpuOrder:
         core is one (at 0.95 the next call would join it in the top tier)."""
         own = max(0.0, wall - max(0.0, times.waited - mark.first.waited))
         used = max(0.0, times.used - mark.first.used)
-        running = self._running_at(call, mark.container, own)._replace(used=used, own=own)
-        before = self._measured.get(mark) or running._replace(age=0.0, used=0.0, own=0.0)
-        if times.runnable and used - before.used < STARVED_S < own - before.own:
-            return running._replace(age=before.age + (used - before.used), share=before.share)
-        if own < max(MEASURED_S, TICKS_TO_MEASURE * times.tick):
-            return running
-        share = used / own
-        if share >= 1.0 - 2 * times.tick / own:
-            return running  # a whole core
-        return running._replace(share=max(MIN_SHARE, share))
+        age, share = own, 1.0  # a whole core until measured, and within two ticks of one
+        before = self._measured.get(mark) if times.runnable else None
+        aged, used_before, own_before, share_before = (
+            (before.age, before.used, before.own, before.share) if before else _UNREAD
+        )
+        if times.runnable and used - used_before < STARVED_S < own - own_before:
+            age, share = aged + (used - used_before), share_before
+        elif own >= max(MEASURED_S, TICKS_TO_MEASURE * times.tick) and (
+            used / own < 1.0 - 2 * times.tick / own
+        ):
+            share = max(MIN_SHARE, used / own)
+        return Running(
+            call.function, call.seq, mark.container, age, share, call.received, used, own
+        )
 
     def rank(self, calls: list[Running]) -> dict[Container, int]:
         """The weight of each call's container, best first by index (LAS: least attained

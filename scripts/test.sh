@@ -89,12 +89,13 @@ fi
 
 # The whole suite in lanes (tests/lanes.py): pytest-xdist workers, each integration lane in
 # one of them with services of its own, the CPU-only tests wherever a worker is free.
-# OW_TEST_WORKERS=0 runs it in one process, as plain pytest does.
+# OW_TEST_WORKERS=0 runs it in one process, as plain pytest does. The 20 slowest tests are
+# listed at the end: where the suite's time goes (docs/testing.md).
 WORKERS="${OW_TEST_WORKERS:-4}"
 if ((FAST)); then
     args=("${FAST_TESTS[@]}" "$@")
 elif ((WORKERS > 0)); then
-    args=(-n "$WORKERS" --dist loadgroup "$@")
+    args=(-n "$WORKERS" --dist loadgroup --durations=20 "$@")
 else
     args=("$@")
 fi
