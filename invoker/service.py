@@ -236,14 +236,14 @@ class Invoker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running: dict[Call[Job], NodeScheduler[Job]] = {}  # started calls, their queue
-        # Per queue: when the next waiting call becomes overdue, and the wake-up set for it.
-        self._overdue_timers: dict[int, tuple[float, asyncio.TimerHandle]] = {}
+        # The wake-ups set (_wake_at), by what they are for (a queue's next overdue call,
+        # the first parked call's end of wait): when, and the timer, until it fires.
+        self._timers: dict[object, tuple[float, asyncio.TimerHandle]] = {}
         # An attained-service order's calls that wait for a busy container of their action
-        # (invoker.warm_wait), and the wake-up set for when the first stops waiting.
+        # (invoker.warm_wait).
         self.warm_waits: WarmWaits[WarmKey, tuple[NodeScheduler[Job], Call[Job]]] | None = (
             WarmWaits() if self.cpu_order is not None and not config.no_warm_wait else None
         )
-        self._warm_timer: asyncio.TimerHandle | None = None
         self.fpc: FpcNode | None = None  # the scheduler mode's creations and pullers
         if config.mode == "fpc":
             from invoker.fpc.node import FpcNode  # grpc only where the mode is used
@@ -818,7 +818,9 @@ class Invoker:
                     if not self._start(queue, decision):
                         break
                 self._spread(queue)
-                self._wake_when_overdue(queue)
+                # An overdue call found no core to share waits for the next start or end,
+                # the only events that make one; the next to become overdue, for a wake-up.
+                self._wake_at(queue, queue.next_overdue())
             self._create_ahead()
 
     def _create_ahead(self) -> None:
@@ -851,20 +853,26 @@ class Invoker:
             if room == 0:
                 return
 
-    def _wake_when_overdue(self, queue: NodeScheduler[Job]) -> None:
-        """Look again when the next waiting call becomes overdue (nothing else may wake
-        the loop then). A call already overdue that found no core to share waits for the
-        next start or end, the only events that make one."""
-        due, now = queue.next_overdue(), self.clock.now()
-        if due is None or due <= now:  # one overdue now waits for a release or an arrival
+    def _wake_at(self, what: object, due: float | None) -> None:
+        """Look again at ``due`` (nothing else may wake the loop then) unless a wake-up for
+        ``what`` is set for then or sooner; none for a time already past. A wake-up is
+        forgotten once it fires: a timer may fire a moment before its time (the loop runs
+        what is due within its clock's resolution), and one taken for pending then would
+        leave the call waiting for another event."""
+        now = self.clock.now()
+        if due is None or due <= now:
             return
-        set_for = self._overdue_timers.get(id(queue))
-        if set_for is not None and now < set_for[0] <= due:
-            return  # one is set for then or sooner
-        if set_for is not None:
-            set_for[1].cancel()
-        handle = asyncio.get_running_loop().call_later(due - now, self._wake)
-        self._overdue_timers[id(queue)] = (due, handle)
+        pending = self._timers.get(what)
+        if pending is not None:
+            if pending[0] <= due:
+                return
+            pending[1].cancel()
+
+        def fire() -> None:
+            del self._timers[what]
+            self._wake()
+
+        self._timers[what] = (due, asyncio.get_running_loop().call_later(due - now, fire))
 
     def _spread(self, queue: NodeScheduler[Job]) -> None:
         while (moved := queue.spread_move(self.clock.now(), _in_run)) is not None:
@@ -955,7 +963,7 @@ class Invoker:
         assert self.warm_waits is not None
         self.warm_waits.park(key, (queue, call), until)
         self.metrics.warm_waits.inc()
-        self._wake_when_parked_due()
+        self._wake_at(self.warm_waits, self.warm_waits.next_until(self.clock.now()))
 
     def _start_parked(self) -> None:
         """Start the parked calls whose action has a container idle or whose wait is up,
@@ -973,19 +981,10 @@ class Invoker:
             self._run(queue, call, lease)
             return True
 
-        waits.serve(self.clock.now(), self.pool.has_idle, start)
-        self._wake_when_parked_due()
-
-    def _wake_when_parked_due(self) -> None:
-        """Look again when the first parked call's wait is up; one whose wait is up and
-        that found no memory waits for a release, which wakes the loop."""
-        assert self.warm_waits is not None
-        if self._warm_timer is not None:
-            self._warm_timer.cancel()
-            self._warm_timer = None
         now = self.clock.now()
-        if (due := self.warm_waits.next_until(now)) is not None:
-            self._warm_timer = asyncio.get_running_loop().call_later(due - now, self._wake)
+        waits.serve(now, self.pool.has_idle, start)
+        # One whose wait is up that found no memory waits for a release, which wakes the loop.
+        self._wake_at(waits, waits.next_until(now))
 
     def _resume_paused(self, queue: NodeScheduler[Job]) -> None:
         while (call := queue.resume(self.clock.now())) is not None:
