@@ -4,16 +4,24 @@ burst of a short function waits for its containers where a start costs more."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import tempfile
+from collections import Counter
+from typing import Any
+
 import pytest
 
-from containers.simulated import SimulatedBackend
+from containers.simulated import SIM_DURATION, SimulatedBackend
 from invoker.config import InvokerConfig
 from invoker.service import Invoker
 from invoker.simulate import SimulationSettings, simulate
 from invoker.warm_wait import WarmWaits, expected_wait, worth_waiting
 from invoker.workloads import TraceCall
 from whisk.bus.memory import MemoryBus
-from whisk.clock import VirtualClock
+from whisk.clock import LoopClock, VirtualClock, VirtualTimeLoop
+from whisk.protocol import QualifiedName, dumps, loads
+from whisk.protocol.controller import action_document, activation_message
 from whisk.store.embedded import EmbeddedStore
 
 
@@ -130,3 +138,77 @@ def test_a_new_container_boots_at_the_top_weight_under_an_attained_order(policy,
         config, bus=MemoryBus(), store=store, backend=SimulatedBackend(), clock=VirtualClock()
     )
     assert invoker.pool.cpu_shares(256) == shares
+
+
+def test_a_call_parked_at_shutdown_is_handed_back_and_answered_by_the_successor(caplog):
+    # Two 5 s calls hold both warm containers of f; a third waits for them, parked. The
+    # invoker stops then: the parked call is handed back with the queued ones (its offset
+    # uncommitted) and the next invoker of the group runs it; each call is answered once.
+    caplog.set_level(logging.INFO, logger="invoker.service")
+    loop = VirtualTimeLoop()
+    try:
+        answers = loop.run_until_complete(_stop_with_a_parked_call())
+    finally:
+        loop.close()
+    assert "handing back 1 queued activations" in caplog.text
+    assert answers["parked"] == 1 and answers["long"] == [1, 1]
+
+
+async def _stop_with_a_parked_call() -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    clock = LoopClock(loop, epoch_ms_at_start=1_700_000_000_000)
+    bus, store = MemoryBus(), EmbeddedStore(":memory:", threaded=False)
+    acks = bus.consumer("completed0", "test")
+    await acks.start()
+    answered: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory() as state:
+        config = InvokerConfig(
+            policy="gittins", action_cores=(0, 1), state_dir=state, pause_grace_s=1e9
+        )
+        await store.ensure_db(config.whisks_db)
+        doc = action_document("guest", "f", kind="python:3.11", code=b"x", logs_mb=0)
+        revision = await store.put(config.whisks_db, doc)
+        producer = bus.producer()
+
+        async def send(duration: float) -> str:
+            msg = activation_message(
+                QualifiedName("guest", "f"),
+                revision,
+                start_ms=clock.epoch_ms(),
+                content={SIM_DURATION: duration},
+            )
+            await producer.send(config.invoker_topic, dumps(msg.to_json()))
+            return msg.activation_id
+
+        async def answers_until(wanted: int) -> None:
+            while sum(answered.values()) < wanted:
+                for record in await acks.poll(100, 60.0):
+                    response = loads(record.value).get("response")
+                    if isinstance(response, dict):  # a completion, not the result ack
+                        answered[response["activationId"]] += 1
+
+        def invoker() -> Invoker:
+            backend = SimulatedBackend(
+                cold_start_s=0.5, create_cpu_s=0.3, engine_cores=frozenset({0, 1})
+            )
+            return Invoker(config, bus=bus, store=store, backend=backend, clock=clock)
+
+        first = invoker()
+        await first.start()
+        await asyncio.gather(send(0.05), send(0.05))  # two containers made, a mean measured
+        await answers_until(2)
+        longs = [await send(5.0), await send(5.0)]
+        await asyncio.sleep(0.5)  # past their function's calls: a new one would run first
+        parked = await send(0.05)
+        await asyncio.sleep(0.05)
+        assert first.status()["warmWaits"] == {"waiting": 1, "parked": 1}
+        await first.stop(deadline_s=10)  # the long calls end; the parked one is handed back
+        await answers_until(4)
+        assert parked not in answered
+        second = invoker()
+        await second.start()
+        await answers_until(5)
+        await asyncio.sleep(1.0)  # nothing answered twice
+        await second.stop(deadline_s=0)
+        await store.close()
+    return {"parked": answered[parked], "long": [answered[a] for a in longs]}
