@@ -533,6 +533,22 @@ freeze_service() { # stall it: SIGSTOP, process and connections kept (for fault 
     pid=$(live_pid "$svc") || die "$svc: not running"
     log "$svc: freezing pid $pid (SIGSTOP; 'thaw' resumes it)"
     kill -STOP "$pid"
+    # kill returns once the signal is sent; return once every thread has stopped, so that a
+    # test's fault is in effect (a suite run once saw a frozen etcd answer).
+    for _ in $(seq 100); do
+        all_stopped "$pid" && return 0
+        sleep 0.05
+    done
+    die "$svc: pid $pid has threads not stopped 5 s after SIGSTOP"
+}
+
+all_stopped() { # no thread of process $1 runs: each stopped (T, t) or exited (Z)
+    local stat rest
+    for stat in /proc/"$1"/task/*/stat; do
+        rest="$(<"$stat")" || return 1
+        rest="${rest##*) }" # past the command name, which may hold spaces and parentheses
+        [[ "${rest%% *}" == [TtZ] ]] || return 1
+    done
 }
 
 thaw_service() {
