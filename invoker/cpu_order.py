@@ -236,16 +236,16 @@ class CpuOrder:
         own = max(0.0, wall - max(0.0, times.waited - mark.first.waited))
         used = max(0.0, times.used - mark.first.used)
         age, share = own, 1.0  # a whole core until measured, and within two ticks of one
-        before = self._measured.get(mark) if times.runnable else None
+        before = self._measured.get(mark)
         aged, used_before, own_before, share_before = (
             (before.age, before.used, before.own, before.share) if before else _UNREAD
         )
         if times.runnable and used - used_before < STARVED_S < own - own_before:
             age, share = aged + (used - used_before), share_before
-        elif own >= max(MEASURED_S, TICKS_TO_MEASURE * times.tick) and (
-            used / own < 1.0 - 2 * times.tick / own
-        ):
-            share = max(MIN_SHARE, used / own)
+        elif own >= max(MEASURED_S, TICKS_TO_MEASURE * times.tick):
+            measured = used / own
+            if measured < 1.0 - 2 * times.tick / own:
+                share = max(MIN_SHARE, measured)
         return Running(
             call.function, call.seq, mark.container, age, share, call.received, used, own
         )
